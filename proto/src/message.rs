@@ -1,0 +1,234 @@
+//! The messages of the protocol.
+//!
+//! The control stream (the first bidi stream the agent opens) carries
+//! [`AgentMessage`] one way and [`EdgeMessage`] the other. Each data stream,
+//! opened by the edge for one upstream connection, starts with a
+//! [`StreamHeader`] from the edge and a [`StreamAnswer`] from the agent; raw
+//! bytes follow.
+//!
+//! Unknown fields are ignored, so a newer peer may add optional fields
+//! without a new protocol version.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::num::NonZeroU16;
+
+use serde::{Deserialize, Serialize};
+
+use crate::PreviewName;
+
+/// The protocol version an agent announces in [`Hello`].
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The QUIC ALPN of the agent<->edge protocol.
+pub const ALPN: &[u8] = b"calvin/1";
+
+/// A TCP port a preview forwards to: 1..=65535.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "u16", into = "u16")]
+pub struct Port(NonZeroU16);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("port must be 1 to 65535; got {0}")]
+pub struct PortError(pub i64);
+
+impl Port {
+    pub fn get(self) -> u16 {
+        self.0.get()
+    }
+}
+
+impl TryFrom<i64> for Port {
+    type Error = PortError;
+    fn try_from(n: i64) -> Result<Self, PortError> {
+        u16::try_from(n)
+            .ok()
+            .and_then(NonZeroU16::new)
+            .map(Port)
+            .ok_or(PortError(n))
+    }
+}
+
+impl TryFrom<u16> for Port {
+    type Error = PortError;
+    fn try_from(n: u16) -> Result<Self, PortError> {
+        NonZeroU16::new(n).map(Port).ok_or(PortError(n.into()))
+    }
+}
+
+impl From<Port> for u16 {
+    fn from(port: Port) -> u16 {
+        port.get()
+    }
+}
+
+impl fmt::Display for Port {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Debug for Port {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A name bound to a local port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Preview {
+    pub name: PreviewName,
+    pub port: Port,
+}
+
+/// Agent -> edge, on the control stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum AgentMessage {
+    /// The first message: who the agent is and what it already holds.
+    Hello(Hello),
+    /// Bind `name` (or, when `None`, a name the edge generates) to `port`.
+    Open {
+        id: u64,
+        port: Port,
+        name: Option<PreviewName>,
+    },
+    /// Take `name` down.
+    Close { id: u64, name: PreviewName },
+}
+
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    pub version: u32,
+    pub token: String,
+    /// Previews held from an earlier connection, registered again under the
+    /// same names.
+    pub previews: Vec<Preview>,
+}
+
+impl fmt::Debug for Hello {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Hello")
+            .field("version", &self.version)
+            .field("token", &"<redacted>")
+            .field("previews", &self.previews)
+            .finish()
+    }
+}
+
+/// Edge -> agent, on the control stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum EdgeMessage {
+    /// The answer to an accepted [`Hello`].
+    Welcome(Welcome),
+    /// The answer to a refused [`Hello`]; the edge closes the connection.
+    Refused(Failure),
+    /// `Open` succeeded.
+    Opened { id: u64, preview: Preview },
+    /// `Close` succeeded.
+    Closed { id: u64, name: PreviewName },
+    /// A request failed (`id` is that request's), or, with no `id`, the
+    /// connection is failing as a whole.
+    Error {
+        id: Option<u64>,
+        failure: Failure,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Welcome {
+    /// The account the token belongs to.
+    pub account: String,
+    /// The preview domain, e.g. `preview.localhost`.
+    pub domain: String,
+    /// The public URL of a preview, with `{name}` where its name goes.
+    pub url_template: String,
+    /// The previews of `Hello` that are registered again.
+    pub restored: Vec<Preview>,
+    /// The previews of `Hello` that are not, with the reason.
+    pub rejected: Vec<Rejected>,
+}
+
+impl Welcome {
+    /// The public URL of the preview called `name`.
+    pub fn url_for(&self, name: &PreviewName) -> String {
+        self.url_template.replace("{name}", name.as_str())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rejected {
+    pub name: PreviewName,
+    pub failure: Failure,
+}
+
+/// An error with a machine-readable code and a message for a person.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct Failure {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The agent speaks a protocol version the edge does not.
+    UnsupportedVersion,
+    /// The token is not known to the edge.
+    BadToken,
+    /// Another account holds the name.
+    NameTaken,
+    /// No preview of this connection has that name.
+    UnknownName,
+    /// A cap (previews per account, ...) is reached.
+    LimitReached,
+    /// The peer sent something the protocol does not allow here.
+    Protocol,
+    /// The edge is shutting down.
+    ShuttingDown,
+    /// Anything else; the message says what.
+    Internal,
+}
+
+/// Edge -> agent, first on each data stream.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamHeader {
+    pub name: PreviewName,
+    pub port: Port,
+    /// The visitor whose request opened this upstream connection.
+    pub client: SocketAddr,
+}
+
+/// Agent -> edge, the answer to a [`StreamHeader`]. After `Accepted` the
+/// stream carries the bytes of one TCP connection to the port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StreamAnswer {
+    Accepted,
+    Refused {
+        reason: StreamRefusal,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamRefusal {
+    /// Nothing accepts connections on the port.
+    ConnectionRefused,
+    /// The agent does not preview this port under this name.
+    NotPreviewed,
+    /// Connecting to the port failed otherwise (timeout, ...).
+    ConnectFailed,
+}
