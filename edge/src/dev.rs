@@ -1,0 +1,360 @@
+//! The state of a one-machine edge (`calvin-edge dev`, `calvin-agent share
+//! --dev`): a local CA, a wildcard certificate for the preview domain signed
+//! by it, and an agent token, made on the first start and reused after.
+//!
+//! Files in the state folder (0700): `ca.pem` (the CA a client trusts),
+//! `ca.key`, `edge.pem` (leaf then CA), `edge.key`, `edge.toml` (what the
+//! leaf was made for), `agent.token`, `reset.key`; keys and the token are
+//! 0600.
+
+use std::fs;
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use serde::{Deserialize, Serialize};
+use time::{Duration, OffsetDateTime};
+
+use crate::state_files::{
+    FileError, decode_hex32, load_or_make_secret, read_optional, write_private, write_public,
+};
+use crate::tls::{TlsError, TlsMaterial};
+use crate::{Limits, Listen, ListenerKind, Settings};
+
+pub const CA_FILE: &str = "ca.pem";
+pub const TOKEN_FILE: &str = "agent.token";
+const CA_KEY_FILE: &str = "ca.key";
+const LEAF_FILE: &str = "edge.pem";
+const LEAF_KEY_FILE: &str = "edge.key";
+const LEAF_INFO_FILE: &str = "edge.toml";
+const RESET_KEY_FILE: &str = "reset.key";
+
+/// The leaf is valid this long (under the 398 days browsers accept)...
+const LEAF_VALIDITY_DAYS: i64 = 397;
+/// ...and made again when it is older than this at start.
+const LEAF_RENEW_AFTER_DAYS: i64 = 300;
+const CA_VALIDITY_DAYS: i64 = 3650;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DevError {
+    #[error("state folder {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot make the local certificates: {0}")]
+    Cert(#[from] rcgen::Error),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error(
+        "{path} is not what this version of calvin wrote ({why}); move it away to start afresh"
+    )]
+    Corrupt { path: PathBuf, why: String },
+}
+
+impl From<FileError> for DevError {
+    fn from(e: FileError) -> Self {
+        match e {
+            FileError::Io { path, source } => DevError::Io { path, source },
+            FileError::Corrupt { path, why } => DevError::Corrupt { path, why },
+        }
+    }
+}
+
+/// The flags of a one-machine edge, shared by `calvin-edge dev` and
+/// `calvin-agent share --dev`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct DevArgs {
+    /// State folder: local CA, certificate and agent token [default: ~/.local/state/calvin/dev]
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// HTTPS listener for visitors
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:4443")]
+    pub https: SocketAddr,
+    /// Plain HTTP listener for visitors
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:4480")]
+    pub http: SocketAddr,
+    /// QUIC listener for agents (UDP; may share the HTTPS port number)
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:4443")]
+    pub quic: SocketAddr,
+    /// Preview domain: previews are https://NAME.DOMAIN:PORT
+    #[arg(long, value_name = "D", default_value = "preview.localhost")]
+    pub domain: String,
+}
+
+impl DevArgs {
+    /// The state folder these flags name, or the per-user default.
+    pub fn state_dir(&self) -> PathBuf {
+        self.state_dir.clone().unwrap_or_else(default_state_dir)
+    }
+
+    /// Loads (or makes) the state and the settings of the dev edge: one
+    /// account, `dev`, whose token is in `DIR/agent.token`.
+    pub fn settings(&self) -> Result<(Settings, DevState), DevError> {
+        let state = load_or_create(&self.state_dir(), &self.domain)?;
+        let settings = Settings {
+            domain: self.domain.clone(),
+            public_url: None,
+            listen: Listen {
+                https: Some(self.https),
+                http: Some(self.http),
+                quic: self.quic,
+            },
+            tls: state.tls.clone(),
+            accounts: vec![(DEV_ACCOUNT.to_owned(), state.token.clone())],
+            limits: Limits::default(),
+            reset_key: state.reset_key,
+        };
+        Ok((settings, state))
+    }
+}
+
+/// The flag that moves a dev listener, for a "port taken" error.
+pub fn flag_for(kind: ListenerKind) -> &'static str {
+    match kind {
+        ListenerKind::Https => "--https",
+        ListenerKind::Http => "--http",
+        ListenerKind::Quic => "--quic",
+    }
+}
+
+/// The account of a dev edge.
+pub const DEV_ACCOUNT: &str = "dev";
+
+/// What a dev edge needs from its state folder.
+pub struct DevState {
+    pub dir: PathBuf,
+    pub tls: TlsMaterial,
+    pub token: String,
+    pub reset_key: [u8; 32],
+}
+
+impl DevState {
+    pub fn ca_path(&self) -> PathBuf {
+        self.dir.join(CA_FILE)
+    }
+    pub fn token_path(&self) -> PathBuf {
+        self.dir.join(TOKEN_FILE)
+    }
+}
+
+/// The per-user folder used when none is given: `$XDG_STATE_HOME/calvin/dev`
+/// (`~/.local/state/calvin/dev`).
+pub fn default_state_dir() -> PathBuf {
+    dirs::state_dir()
+        .or_else(|| dirs::home_dir().map(|h| h.join(".local/state")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("calvin")
+        .join("dev")
+}
+
+#[derive(Serialize, Deserialize, PartialEq)]
+struct LeafInfo {
+    domain: String,
+    created_unix: i64,
+}
+
+/// Loads the state in `dir`, making what is missing. The leaf is made again
+/// when the domain changed or it is near its end; the CA stays, so a client
+/// that trusts `ca.pem` keeps trusting the edge.
+pub fn load_or_create(dir: &Path, domain: &str) -> Result<DevState, DevError> {
+    let io = |source| DevError::Io {
+        path: dir.to_owned(),
+        source,
+    };
+    fs::create_dir_all(dir).map_err(io)?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io)?;
+
+    let (ca_pem, ca_key) = match (
+        read_optional(&dir.join(CA_FILE))?,
+        read_optional(&dir.join(CA_KEY_FILE))?,
+    ) {
+        (Some(pem), Some(key)) => (pem, key),
+        _ => {
+            let (pem, key) = make_ca()?;
+            write_private(&dir.join(CA_KEY_FILE), &key)?;
+            write_public(&dir.join(CA_FILE), &pem)?;
+            (pem, key)
+        }
+    };
+
+    let now = OffsetDateTime::now_utc();
+    let info_path = dir.join(LEAF_INFO_FILE);
+    let info: Option<LeafInfo> = read_optional(&info_path)?
+        .map(|text| toml::from_str(&text))
+        .transpose()
+        .map_err(|e| DevError::Corrupt {
+            path: info_path.clone(),
+            why: e.to_string(),
+        })?;
+    let leaf_fresh = info.is_some_and(|i| {
+        i.domain == domain && now.unix_timestamp() - i.created_unix < LEAF_RENEW_AFTER_DAYS * 86_400
+    }) && dir.join(LEAF_FILE).exists()
+        && dir.join(LEAF_KEY_FILE).exists();
+    if !leaf_fresh {
+        let ca_key = KeyPair::from_pem(&ca_key).map_err(|e| DevError::Corrupt {
+            path: dir.join(CA_KEY_FILE),
+            why: e.to_string(),
+        })?;
+        let issuer = Issuer::from_ca_cert_pem(&ca_pem, ca_key).map_err(|e| DevError::Corrupt {
+            path: dir.join(CA_FILE),
+            why: e.to_string(),
+        })?;
+        let (leaf_pem, leaf_key) = make_leaf(domain, &issuer, now)?;
+        write_private(&dir.join(LEAF_KEY_FILE), &leaf_key)?;
+        write_public(&dir.join(LEAF_FILE), &format!("{leaf_pem}{ca_pem}"))?;
+        let info = LeafInfo {
+            domain: domain.to_owned(),
+            created_unix: now.unix_timestamp(),
+        };
+        let text = toml::to_string(&info).map_err(|e| DevError::Corrupt {
+            path: info_path.clone(),
+            why: e.to_string(),
+        })?;
+        write_public(&info_path, &text)?;
+    }
+    let tls = TlsMaterial::from_pem_files(&dir.join(LEAF_FILE), &dir.join(LEAF_KEY_FILE))?;
+
+    let token = load_or_make_secret(&dir.join(TOKEN_FILE))?;
+    let reset_hex = load_or_make_secret(&dir.join(RESET_KEY_FILE))?;
+    let reset_key = decode_hex32(&dir.join(RESET_KEY_FILE), &reset_hex)?;
+    Ok(DevState {
+        dir: dir.to_owned(),
+        tls,
+        token,
+        reset_key,
+    })
+}
+
+fn make_ca() -> Result<(String, String), DevError> {
+    let mut params = CertificateParams::default();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, "calvin local development CA");
+    dn.push(DnType::OrganizationName, "calvin");
+    params.distinguished_name = dn;
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let now = OffsetDateTime::now_utc();
+    params.not_before = now - Duration::days(1);
+    params.not_after = now + Duration::days(CA_VALIDITY_DAYS);
+    let key = KeyPair::generate()?;
+    let cert = params.self_signed(&key)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+fn make_leaf(
+    domain: &str,
+    issuer: &Issuer<'_, KeyPair>,
+    now: OffsetDateTime,
+) -> Result<(String, String), DevError> {
+    let mut params = CertificateParams::new(vec![
+        format!("*.{domain}"),
+        domain.to_owned(),
+        "localhost".to_owned(),
+    ])?;
+    params
+        .subject_alt_names
+        .push(SanType::IpAddress([127, 0, 0, 1].into()));
+    params
+        .subject_alt_names
+        .push(SanType::IpAddress(std::net::Ipv6Addr::LOCALHOST.into()));
+    params
+        .distinguished_name
+        .push(DnType::CommonName, format!("*.{domain}"));
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    params.use_authority_key_identifier_extension = true;
+    params.not_before = now - Duration::days(1);
+    params.not_after = now + Duration::days(LEAF_VALIDITY_DAYS);
+    let key = KeyPair::generate()?;
+    let cert = params.signed_by(&key, issuer)?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn first_start_makes_state_and_later_starts_reuse_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let first = load_or_create(&state, "preview.localhost").unwrap();
+        assert_eq!(first.token.len(), 64);
+        for (file, mode) in [
+            (CA_KEY_FILE, 0o600),
+            (LEAF_KEY_FILE, 0o600),
+            (TOKEN_FILE, 0o600),
+            (RESET_KEY_FILE, 0o600),
+            (CA_FILE, 0o644),
+        ] {
+            let meta = fs::metadata(state.join(file)).unwrap();
+            assert_eq!(meta.mode() & 0o777, mode, "{file}");
+        }
+        assert_eq!(fs::metadata(&state).unwrap().mode() & 0o777, 0o700);
+        let ca = fs::read(state.join(CA_FILE)).unwrap();
+        let leaf = fs::read(state.join(LEAF_FILE)).unwrap();
+
+        let second = load_or_create(&state, "preview.localhost").unwrap();
+        assert_eq!(second.token, first.token);
+        assert_eq!(second.reset_key, first.reset_key);
+        assert_eq!(fs::read(state.join(CA_FILE)).unwrap(), ca);
+        assert_eq!(fs::read(state.join(LEAF_FILE)).unwrap(), leaf);
+
+        // Another domain gets a new leaf from the same CA.
+        let third = load_or_create(&state, "preview.test").unwrap();
+        assert_eq!(fs::read(state.join(CA_FILE)).unwrap(), ca);
+        assert_ne!(fs::read(state.join(LEAF_FILE)).unwrap(), leaf);
+        assert_eq!(third.token, first.token);
+    }
+
+    #[test]
+    fn the_leaf_verifies_against_the_ca_for_every_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = load_or_create(dir.path(), "preview.localhost").unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        for ca in CertificateDer::pem_file_iter(state.ca_path()).unwrap() {
+            roots.add(ca.unwrap()).unwrap();
+        }
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            roots.into(),
+            crate::tls::provider(),
+        )
+        .build()
+        .unwrap();
+        let now = rustls_pki_types::UnixTime::now();
+        for name in [
+            "web.preview.localhost",
+            "preview.localhost",
+            "localhost",
+            "127.0.0.1",
+            "::1",
+        ] {
+            let server = rustls_pki_types::ServerName::try_from(name).unwrap();
+            verifier
+                .verify_server_cert(
+                    &state.tls.certs[0],
+                    &state.tls.certs[1..],
+                    &server,
+                    &[],
+                    now,
+                )
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        let other = rustls_pki_types::ServerName::try_from("example.com").unwrap();
+        assert!(
+            verifier
+                .verify_server_cert(&state.tls.certs[0], &[], &other, &[], now)
+                .is_err()
+        );
+    }
+
+    use rustls::client::danger::ServerCertVerifier;
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+}

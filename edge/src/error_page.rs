@@ -1,0 +1,177 @@
+//! The edge's own answers when a request cannot reach an origin: short,
+//! specific, HTML for browsers and plain text for everything else.
+
+use bytes::Bytes;
+use calvin_proto::{Port, PreviewName};
+use http::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+use http::{HeaderMap, Response, StatusCode};
+use http_body_util::Full;
+
+/// Names the failure in a response header, for scripts and tests.
+pub const ERROR_HEADER: &str = "x-calvin-error";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EdgeError {
+    /// The host is not `<name>.<domain>`.
+    NotAPreview,
+    /// No preview has this name.
+    UnknownName(PreviewName),
+    /// The preview's agent is not connected.
+    AgentOffline(PreviewName),
+    /// The agent is connected, but nothing accepts connections on the port.
+    NotListening(PreviewName, Port),
+    /// The origin did not answer in time.
+    Timeout(PreviewName, Port, u64),
+    /// The tunnel or the origin failed otherwise.
+    BadGateway(PreviewName, String),
+}
+
+impl EdgeError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::NotAPreview | Self::UnknownName(_) => StatusCode::NOT_FOUND,
+            Self::AgentOffline(_) | Self::NotListening(..) | Self::BadGateway(..) => {
+                StatusCode::BAD_GATEWAY
+            }
+            Self::Timeout(..) => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+
+    /// A stable code for the `x-calvin-error` header.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::NotAPreview => "not-a-preview",
+            Self::UnknownName(_) => "unknown-preview",
+            Self::AgentOffline(_) => "agent-offline",
+            Self::NotListening(..) => "not-listening",
+            Self::Timeout(..) => "upstream-timeout",
+            Self::BadGateway(..) => "bad-gateway",
+        }
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            Self::NotAPreview => "not a preview: this address does not name a preview".into(),
+            Self::UnknownName(n) => format!("no preview named {n}"),
+            Self::AgentOffline(n) => {
+                format!("preview {n} is offline: the computer serving it is not connected")
+            }
+            Self::NotListening(n, port) => {
+                format!("preview {n}: nothing is listening on port {port}")
+            }
+            Self::Timeout(n, port, secs) => {
+                format!("preview {n}: the server on port {port} did not answer within {secs} s")
+            }
+            Self::BadGateway(n, why) => format!("preview {n}: {why}"),
+        }
+    }
+
+    /// The response for a visitor whose request carried `headers`.
+    pub fn response(&self, headers: &HeaderMap) -> Response<Full<Bytes>> {
+        let status = self.status();
+        let message = self.message();
+        let (content_type, body) = if accepts_html(headers) {
+            ("text/html; charset=utf-8", html(status, &message))
+        } else {
+            ("text/plain; charset=utf-8", format!("{message}\n"))
+        };
+        let mut response = Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = status;
+        let h = response.headers_mut();
+        h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+        h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        h.insert(ERROR_HEADER, HeaderValue::from_static(self.code()));
+        response
+    }
+}
+
+fn accepts_html(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|media| {
+            let media = media.split(';').next().unwrap_or("").trim();
+            media.eq_ignore_ascii_case("text/html")
+        })
+}
+
+fn html(status: StatusCode, message: &str) -> String {
+    let title = format!(
+        "{} {}",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    );
+    format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\n\
+         <body><h1>{title}</h1><p>{}</p><p><small>calvin</small></p></body></html>\n",
+        escape(message)
+    )
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(r: Response<Full<Bytes>>) -> String {
+        use http_body_util::BodyExt;
+        let collected = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(r.into_body().collect());
+        let Ok(collected) = collected;
+        String::from_utf8(collected.to_bytes().to_vec()).unwrap()
+    }
+
+    #[test]
+    fn plain_text_unless_html_is_accepted() {
+        let err = EdgeError::NotListening(
+            PreviewName::parse("web").unwrap(),
+            3000u16.try_into().unwrap(),
+        );
+        let r: Response<Full<Bytes>> = err.response(&HeaderMap::new());
+        assert_eq!(r.status(), 502);
+        assert_eq!(r.headers()[CONTENT_TYPE], "text/plain; charset=utf-8");
+        assert_eq!(r.headers()[ERROR_HEADER], "not-listening");
+        assert_eq!(body(r), "preview web: nothing is listening on port 3000\n");
+
+        let mut h = HeaderMap::new();
+        h.insert(
+            ACCEPT,
+            HeaderValue::from_static("text/html,application/xhtml+xml;q=0.9"),
+        );
+        let r: Response<Full<Bytes>> = err.response(&h);
+        assert_eq!(r.headers()[CONTENT_TYPE], "text/html; charset=utf-8");
+        let page = body(r);
+        assert!(page.contains("<title>502 Bad Gateway</title>"), "{page}");
+        assert!(page.contains("nothing is listening on port 3000"), "{page}");
+    }
+
+    #[test]
+    fn statuses() {
+        let n = PreviewName::parse("x").unwrap();
+        let p: Port = 1u16.try_into().unwrap();
+        assert_eq!(EdgeError::NotAPreview.status(), 404);
+        assert_eq!(EdgeError::UnknownName(n.clone()).status(), 404);
+        assert_eq!(EdgeError::AgentOffline(n.clone()).status(), 502);
+        assert_eq!(EdgeError::NotListening(n.clone(), p).status(), 502);
+        assert_eq!(EdgeError::Timeout(n.clone(), p, 5).status(), 504);
+        assert_eq!(EdgeError::BadGateway(n, "x".into()).status(), 502);
+    }
+
+    #[test]
+    fn html_is_escaped() {
+        assert_eq!(
+            escape("<a href=\"x\">&</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;"
+        );
+    }
+}

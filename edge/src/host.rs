@@ -1,0 +1,105 @@
+//! From a request's Host (or `:authority`) to the preview name it asks for.
+
+use calvin_proto::PreviewName;
+use http::Request;
+use http::header::HOST;
+
+/// The host a request is for, as the visitor sent it: the URI's authority
+/// for HTTP/2 and absolute-form HTTP/1 requests, else the Host header.
+pub fn request_host<B>(req: &Request<B>) -> Option<&str> {
+    if let Some(authority) = req.uri().authority() {
+        return Some(authority.as_str());
+    }
+    req.headers().get(HOST)?.to_str().ok()
+}
+
+/// The preview a host names: exactly `<label>.<domain>`, compared without
+/// case, port and trailing dot. `domain` must be lower-case without a
+/// trailing dot. Anything else (the bare domain, a deeper name, a foreign
+/// host, userinfo) is `None`.
+pub fn preview_name(host: &str, domain: &str) -> Option<PreviewName> {
+    let host = strip_port(host)?;
+    let host = host.strip_suffix('.').unwrap_or(host);
+    let label_len = host.len().checked_sub(domain.len() + 1)?;
+    let (label, rest) = host.split_at_checked(label_len)?;
+    let suffix = rest.strip_prefix('.')?;
+    if !suffix.eq_ignore_ascii_case(domain) || label.contains('.') {
+        return None;
+    }
+    PreviewName::parse(label).ok()
+}
+
+/// `host[:port]` without the port; `None` for a malformed port or an IPv6
+/// literal (never a preview).
+fn strip_port(authority: &str) -> Option<&str> {
+    if authority.starts_with('[') || authority.contains('@') {
+        return None;
+    }
+    match authority.rsplit_once(':') {
+        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => Some(host),
+        Some(_) => None,
+        None => Some(authority),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const D: &str = "preview.localhost";
+
+    fn name(host: &str) -> Option<String> {
+        preview_name(host, D).map(|n| n.to_string())
+    }
+
+    #[test]
+    fn canonical_label_under_the_domain() {
+        assert_eq!(name("web.preview.localhost").as_deref(), Some("web"));
+        assert_eq!(name("WEB.Preview.LocalHost").as_deref(), Some("web"));
+        assert_eq!(name("web.preview.localhost:4443").as_deref(), Some("web"));
+        assert_eq!(name("web.preview.localhost.").as_deref(), Some("web"));
+        assert_eq!(name("web.preview.localhost.:80").as_deref(), Some("web"));
+        assert_eq!(name("a-1.preview.localhost").as_deref(), Some("a-1"));
+    }
+
+    #[test]
+    fn everything_else_is_not_a_preview() {
+        for host in [
+            "preview.localhost",
+            ".preview.localhost",
+            "a.b.preview.localhost",
+            "web.preview.localhost.evil.com",
+            "webpreview.localhost",
+            "web.xpreview.localhost",
+            "localhost",
+            "example.com",
+            "",
+            "-bad.preview.localhost",
+            "we_b.preview.localhost",
+            "user@web.preview.localhost",
+            "web.preview.localhost:http",
+            "[::1]:4443",
+            "127.0.0.1:4443",
+        ] {
+            assert_eq!(name(host), None, "{host}");
+        }
+    }
+
+    #[test]
+    fn authority_wins_over_host_header() {
+        let req = Request::builder()
+            .uri("http://a.preview.localhost/x")
+            .header(HOST, "b.preview.localhost")
+            .body(())
+            .unwrap();
+        assert_eq!(request_host(&req), Some("a.preview.localhost"));
+        let req = Request::builder()
+            .uri("/x")
+            .header(HOST, "b.preview.localhost")
+            .body(())
+            .unwrap();
+        assert_eq!(request_host(&req), Some("b.preview.localhost"));
+        let req = Request::builder().uri("/x").body(()).unwrap();
+        assert_eq!(request_host(&req), None);
+    }
+}

@@ -1,0 +1,432 @@
+//! calvin-edge: the public server. Visitors reach `https://<name>.<domain>`;
+//! the edge finds the agent serving `<name>` and forwards the request over
+//! that agent's QUIC connection.
+//!
+//! - [`Edge`]: binds the listeners ([`Edge::bind`]), then serves until a
+//!   shutdown future resolves and drains ([`Edge::run`]).
+//! - [`Settings`] / [`Limits`]: what it serves and its caps; [`config`] reads
+//!   them from `edge.toml`, [`dev`] makes them for one machine.
+//! - [`route_table::RouteTable`]: names, their owners and their upstreams.
+//! - [`proxy`]: per-request routing and header rewriting; [`upstream`]: the
+//!   pooled HTTP/1.1-over-QUIC connections; [`tunnel`]: the agents' side.
+
+pub mod accounts;
+pub mod config;
+pub mod dev;
+pub mod error_page;
+pub mod host;
+mod http_server;
+pub mod proxy;
+pub mod route_table;
+mod state_files;
+pub mod tls;
+pub mod tunnel;
+pub mod upstream;
+
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::server::graceful::GracefulShutdown;
+use serde::Deserialize;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio_rustls::TlsAcceptor;
+use tracing::{info, warn};
+
+use crate::accounts::{AccountError, Accounts};
+use crate::http_server::HttpServer;
+use crate::proxy::Proxy;
+use crate::route_table::RouteTable;
+use crate::tls::{TlsError, TlsMaterial};
+use crate::tunnel::AgentHub;
+use crate::upstream::UpstreamSettings;
+
+/// Everything an edge needs to start.
+pub struct Settings {
+    /// The preview zone: previews are `<name>.<domain>`.
+    pub domain: String,
+    /// The public URL with `{name}`; `None` derives it from the domain and
+    /// the HTTPS port really bound.
+    pub public_url: Option<String>,
+    pub listen: Listen,
+    pub tls: TlsMaterial,
+    /// (account, token) pairs.
+    pub accounts: Vec<(String, String)>,
+    pub limits: Limits,
+    /// Keys QUIC stateless resets: kept across restarts, so agents of a
+    /// crashed edge learn at once that their connection is gone.
+    pub reset_key: [u8; 32],
+}
+
+/// Where the edge listens. HTTPS and HTTP are optional; QUIC is not.
+#[derive(Debug, Clone)]
+pub struct Listen {
+    pub https: Option<SocketAddr>,
+    pub http: Option<SocketAddr>,
+    pub quic: SocketAddr,
+}
+
+/// Caps and timeouts, each configurable in `[limits]` of `edge.toml`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// In-flight requests get this long to finish on SIGTERM.
+    pub grace_period_secs: u64,
+    /// An origin gets this long to send its response head (504 after).
+    pub upstream_timeout_secs: u64,
+    /// An agent gets this long to answer a new upstream stream.
+    pub upstream_connect_timeout_secs: u64,
+    /// A name stays reserved to its account this long after unpreview or
+    /// disconnect.
+    pub name_lease_secs: u64,
+    pub max_previews_per_account: usize,
+    /// An agent gets this long from connecting to its hello.
+    pub hello_timeout_secs: u64,
+    /// A visitor gets this long to send a request's header.
+    pub header_read_timeout_secs: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            grace_period_secs: 30,
+            upstream_timeout_secs: 100,
+            upstream_connect_timeout_secs: 10,
+            name_lease_secs: 7 * 86_400,
+            max_previews_per_account: 100,
+            hello_timeout_secs: 10,
+            header_read_timeout_secs: 30,
+        }
+    }
+}
+
+/// Which listener a bind error is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenerKind {
+    Https,
+    Http,
+    Quic,
+}
+
+impl fmt::Display for ListenerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ListenerKind::Https => "HTTPS",
+            ListenerKind::Http => "HTTP",
+            ListenerKind::Quic => "QUIC",
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot listen for {kind} on {addr}/{}: {source}", if *.kind == ListenerKind::Quic { "udp" } else { "tcp" })]
+    Bind {
+        kind: ListenerKind,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error(transparent)]
+    Accounts(#[from] AccountError),
+    #[error("the domain {0:?} is not a DNS name")]
+    Domain(String),
+}
+
+/// The addresses an edge really bound.
+#[derive(Debug, Clone)]
+pub struct Bound {
+    pub https: Option<SocketAddr>,
+    pub http: Option<SocketAddr>,
+    pub quic: SocketAddr,
+    pub url_template: String,
+}
+
+/// A bound edge, ready to [`run`](Edge::run).
+pub struct Edge {
+    bound: Bound,
+    https: Option<(TcpListener, TlsAcceptor)>,
+    http: Option<TcpListener>,
+    endpoint: quinn::Endpoint,
+    routes: Arc<RouteTable<Arc<upstream::Upstream>>>,
+    hub: Arc<AgentHub>,
+    server: Arc<HttpServer>,
+    grace: Duration,
+}
+
+impl Edge {
+    /// Binds every listener; a taken address fails here, naming the listener.
+    pub async fn bind(settings: Settings) -> Result<Edge, StartError> {
+        let domain = canonical_domain(&settings.domain)?;
+        let accounts = Accounts::new(
+            settings
+                .accounts
+                .iter()
+                .map(|(a, t)| (a.as_str(), t.as_str())),
+        )?;
+        let limits = &settings.limits;
+        let bind_err = |kind, addr| move |source| StartError::Bind { kind, addr, source };
+
+        let https = match settings.listen.https {
+            Some(addr) => {
+                let listener = TcpListener::bind(addr)
+                    .await
+                    .map_err(bind_err(ListenerKind::Https, addr))?;
+                let acceptor = TlsAcceptor::from(Arc::new(tls::https_config(&settings.tls)?));
+                Some((listener, acceptor))
+            }
+            None => None,
+        };
+        let http = match settings.listen.http {
+            Some(addr) => Some(
+                TcpListener::bind(addr)
+                    .await
+                    .map_err(bind_err(ListenerKind::Http, addr))?,
+            ),
+            None => None,
+        };
+        let quic_addr = settings.listen.quic;
+        let endpoint = quic_endpoint(quic_addr, &settings).map_err(|e| match e {
+            QuicBindError::Io(source) => StartError::Bind {
+                kind: ListenerKind::Quic,
+                addr: quic_addr,
+                source,
+            },
+            QuicBindError::Tls(e) => StartError::Tls(e),
+        })?;
+
+        let local = |l: &TcpListener| l.local_addr().ok();
+        let https_addr = https.as_ref().and_then(|(l, _)| local(l));
+        let bound = Bound {
+            https: https_addr,
+            http: http.as_ref().and_then(local),
+            quic: endpoint.local_addr().unwrap_or(quic_addr),
+            url_template: settings
+                .public_url
+                .clone()
+                .unwrap_or_else(|| default_url_template(&domain, https_addr)),
+        };
+
+        let routes = Arc::new(RouteTable::new(
+            Duration::from_secs(limits.name_lease_secs),
+            limits.max_previews_per_account,
+        ));
+        let hub = Arc::new(AgentHub {
+            routes: routes.clone(),
+            accounts,
+            domain: domain.clone(),
+            url_template: bound.url_template.clone(),
+            upstream: Arc::new(UpstreamSettings {
+                connect_timeout: Duration::from_secs(limits.upstream_connect_timeout_secs),
+                ..UpstreamSettings::default()
+            }),
+            hello_timeout: Duration::from_secs(limits.hello_timeout_secs),
+        });
+        let proxy = Arc::new(Proxy::new(
+            routes.clone(),
+            domain,
+            Duration::from_secs(limits.upstream_timeout_secs),
+        ));
+        let server = Arc::new(HttpServer::new(
+            proxy,
+            Duration::from_secs(limits.header_read_timeout_secs),
+        ));
+        Ok(Edge {
+            bound,
+            https,
+            http,
+            endpoint,
+            routes,
+            hub,
+            server,
+            grace: Duration::from_secs(limits.grace_period_secs),
+        })
+    }
+
+    pub fn bound(&self) -> &Bound {
+        &self.bound
+    }
+
+    /// Serves until `shutdown` resolves; then stops accepting, gives
+    /// in-flight requests the grace period, closes the agents' connections
+    /// and returns.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let (stop_tx, stop) = watch::channel(false);
+        let graceful = Arc::new(GracefulShutdown::new());
+        let mut loops = Vec::new();
+        if let Some((listener, acceptor)) = self.https {
+            loops.push(tokio::spawn(self.server.clone().accept(
+                listener,
+                Some(acceptor),
+                graceful.clone(),
+                stop.clone(),
+            )));
+        }
+        if let Some(listener) = self.http {
+            loops.push(tokio::spawn(self.server.clone().accept(
+                listener,
+                None,
+                graceful.clone(),
+                stop.clone(),
+            )));
+        }
+        let agents = tokio::spawn(tunnel::accept_agents(
+            self.endpoint.clone(),
+            self.hub.clone(),
+            stop.clone(),
+        ));
+        let routes = self.routes.clone();
+        let sweeper = tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_secs(60));
+            loop {
+                every.tick().await;
+                routes.sweep();
+            }
+        });
+
+        shutdown.await;
+        info!(
+            grace_secs = self.grace.as_secs(),
+            "shutting down: draining requests"
+        );
+        let _ = stop_tx.send(true);
+        for accept_loop in loops {
+            let _ = accept_loop.await;
+        }
+        let _ = agents.await;
+        if let Some(graceful) = Arc::into_inner(graceful)
+            && tokio::time::timeout(self.grace, graceful.shutdown())
+                .await
+                .is_err()
+        {
+            warn!("grace period over; closing the remaining connections");
+        }
+        sweeper.abort();
+        self.endpoint.close(
+            tunnel::close_code::SHUTTING_DOWN.into(),
+            b"edge shutting down",
+        );
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.endpoint.wait_idle()).await;
+        info!("edge stopped");
+    }
+}
+
+/// Logs to stderr; `RUST_LOG` filters (default `info`).
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Resolves on SIGTERM or Ctrl-C. A second one exits at once.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        eprintln!("second signal: stopping now");
+        std::process::exit(130);
+    });
+}
+
+/// `https://{name}.<domain>`, with the port unless it is 443.
+fn default_url_template(domain: &str, https: Option<SocketAddr>) -> String {
+    match https.map(|a| a.port()) {
+        Some(443) | None => format!("https://{{name}}.{domain}"),
+        Some(port) => format!("https://{{name}}.{domain}:{port}"),
+    }
+}
+
+fn canonical_domain(domain: &str) -> Result<String, StartError> {
+    let d = domain.trim_end_matches('.').to_ascii_lowercase();
+    let valid = !d.is_empty()
+        && d.len() <= 253
+        && d.split('.')
+            .all(|label| calvin_proto::PreviewName::parse(label).is_ok());
+    if valid {
+        Ok(d)
+    } else {
+        Err(StartError::Domain(domain.to_owned()))
+    }
+}
+
+enum QuicBindError {
+    Io(std::io::Error),
+    Tls(TlsError),
+}
+
+/// A QUIC endpoint on `addr` with large UDP buffers and the persistent
+/// stateless-reset key.
+fn quic_endpoint(addr: SocketAddr, settings: &Settings) -> Result<quinn::Endpoint, QuicBindError> {
+    let server = tls::quic_config(&settings.tls).map_err(QuicBindError::Tls)?;
+    let socket = udp_socket(addr).map_err(QuicBindError::Io)?;
+    let reset_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &settings.reset_key);
+    let config = quinn::EndpointConfig::new(Arc::new(reset_key));
+    quinn::Endpoint::new(config, Some(server), socket, Arc::new(quinn::TokioRuntime))
+        .map_err(QuicBindError::Io)
+}
+
+/// UDP receive and send buffers; the kernel may cap them (net.core.rmem_max).
+pub const UDP_BUFFER: usize = 8 << 20;
+
+/// A UDP socket with large buffers, as QUIC bulk transfer needs.
+pub fn udp_socket(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::DGRAM,
+        Some(socket2::Protocol::UDP),
+    )?;
+    if addr.is_ipv6() {
+        let _ = socket.set_only_v6(false);
+    }
+    let _ = socket.set_recv_buffer_size(UDP_BUFFER);
+    let _ = socket.set_send_buffer_size(UDP_BUFFER);
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_template_names_the_port_unless_443() {
+        let a = |s: &str| Some(s.parse().unwrap());
+        assert_eq!(
+            default_url_template("preview.localhost", a("127.0.0.1:4443")),
+            "https://{name}.preview.localhost:4443"
+        );
+        assert_eq!(
+            default_url_template("p.example.com", a("0.0.0.0:443")),
+            "https://{name}.p.example.com"
+        );
+    }
+
+    #[test]
+    fn domains_are_canonical_dns_names() {
+        assert_eq!(
+            canonical_domain("Preview.LocalHost.").unwrap(),
+            "preview.localhost"
+        );
+        assert!(canonical_domain("").is_err());
+        assert!(canonical_domain("a..b").is_err());
+        assert!(canonical_domain("a_b.com").is_err());
+    }
+}

@@ -1,0 +1,91 @@
+//! `calvin-edge`: parses the command line and runs the library's edge.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use calvin_edge::config::ConfigFile;
+use calvin_edge::dev::{self, DevArgs};
+use calvin_edge::{Bound, Edge, StartError};
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "calvin-edge",
+    version,
+    about = "calvin's public server: gives local HTTP servers a public URL"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a public edge from a configuration file
+    Serve {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
+    /// Run an edge for this machine only, with a local CA (no configuration)
+    Dev(DevArgs),
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    calvin_edge::init_tracing();
+    match run(Cli::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("calvin-edge: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let edge = match cli.command {
+        Command::Serve { config } => {
+            let settings = ConfigFile::load(&config)?.into_settings()?;
+            Edge::bind(settings).await.map_err(|e| match e {
+                StartError::Bind { kind, .. } => anyhow::anyhow!(
+                    "{e}\n  (change [listen] {} in {})",
+                    kind.to_string().to_lowercase(),
+                    config.display()
+                ),
+                other => other.into(),
+            })?
+        }
+        Command::Dev(args) => {
+            let (settings, state) = args.settings().context("dev edge state")?;
+            let edge = Edge::bind(settings).await.map_err(|e| match e {
+                StartError::Bind { kind, .. } => {
+                    anyhow::anyhow!(
+                        "{e}\n  (pass {} ADDR to use another address)",
+                        dev::flag_for(kind)
+                    )
+                }
+                other => other.into(),
+            })?;
+            println!("state {}", state.dir.display());
+            println!("ca {}", state.ca_path().display());
+            println!("token {}", state.token_path().display());
+            edge
+        }
+    };
+    print_bound(edge.bound());
+    edge.run(calvin_edge::shutdown_signal()).await;
+    Ok(())
+}
+
+/// One line per listener, with the address really bound.
+fn print_bound(bound: &Bound) {
+    if let Some(addr) = bound.https {
+        println!("listening https {addr}/tcp");
+    }
+    if let Some(addr) = bound.http {
+        println!("listening http {addr}/tcp");
+    }
+    println!("listening quic {}/udp", bound.quic);
+    println!("previews {}", bound.url_template);
+}

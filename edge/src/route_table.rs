@@ -1,0 +1,346 @@
+//! The route table: which preview name is served by what, and who owns it.
+//!
+//! A name is *live* while an agent serves it. After unpreview or a
+//! disconnect it stays *held* by its account for a lease, so a link posted in
+//! a chat never starts serving another account's content: a held name that
+//! went offline answers "agent offline", one that was taken down answers
+//! "unknown", and only its owner can claim it again before the lease ends.
+//!
+//! One `DashMap` in memory today; the interface (claim, lookup, release,
+//! disconnect) is what a shared store would implement for several edges.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use calvin_proto::PreviewName;
+use dashmap::DashMap;
+use dashmap::mapref::entry::Entry as MapEntry;
+
+use crate::accounts::AccountId;
+
+/// Identifies one binding of a name, so a stale holder cannot release a
+/// binding that replaced its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RouteId(u64);
+
+/// How many random names `claim` tries before giving up (each collision is
+/// one in 2^42 per live name).
+const GENERATE_ATTEMPTS: usize = 16;
+
+pub struct RouteTable<T> {
+    entries: DashMap<PreviewName, Entry<T>>,
+    live_per_account: DashMap<AccountId, usize>,
+    next_id: AtomicU64,
+    lease: Duration,
+    max_per_account: usize,
+}
+
+enum Entry<T> {
+    Live {
+        account: AccountId,
+        id: RouteId,
+        target: T,
+    },
+    Held {
+        account: AccountId,
+        offline: bool,
+        until: Instant,
+    },
+}
+
+/// What a visitor's request for a name finds.
+#[derive(Debug)]
+pub enum Lookup<T> {
+    Live(T),
+    /// The name's agent disconnected; its owner may bring it back.
+    Offline,
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClaimError {
+    #[error("the name {0} belongs to another account")]
+    Taken(PreviewName),
+    #[error("this account already has {0} previews, the most it may have")]
+    LimitReached(usize),
+    #[error("no free name found; try again")]
+    NoFreeName,
+}
+
+impl<T: Clone> RouteTable<T> {
+    pub fn new(lease: Duration, max_per_account: usize) -> Self {
+        Self {
+            entries: DashMap::new(),
+            live_per_account: DashMap::new(),
+            next_id: AtomicU64::new(1),
+            lease,
+            max_per_account,
+        }
+    }
+
+    /// Binds `name` (a fresh random one when `None`) to `account`, with the
+    /// target that `make` builds. A name the same account holds, live or
+    /// not, is taken over; another account's is refused.
+    pub fn claim(
+        &self,
+        name: Option<PreviewName>,
+        account: &AccountId,
+        make: impl FnOnce(&PreviewName, RouteId) -> T,
+    ) -> Result<(PreviewName, RouteId), ClaimError> {
+        let id = RouteId(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let now = Instant::now();
+        let entry = match name {
+            Some(name) => self.entries.entry(name),
+            None => self.vacant_random_name()?,
+        };
+        let name = entry.key().clone();
+        let was_live = match &entry {
+            MapEntry::Vacant(_) => false,
+            MapEntry::Occupied(o) => match o.get() {
+                Entry::Live { account: owner, .. } if owner == account => true,
+                Entry::Held { until, .. } if *until <= now => false,
+                Entry::Held { account: owner, .. } if owner == account => false,
+                _ => return Err(ClaimError::Taken(name)),
+            },
+        };
+        if !was_live {
+            self.count_live(account)?;
+        }
+        let live = Entry::Live {
+            account: account.clone(),
+            id,
+            target: make(&name, id),
+        };
+        match entry {
+            MapEntry::Occupied(mut o) => {
+                o.insert(live);
+            }
+            MapEntry::Vacant(v) => {
+                v.insert(live);
+            }
+        }
+        Ok((name, id))
+    }
+
+    fn vacant_random_name(&self) -> Result<MapEntry<'_, PreviewName, Entry<T>>, ClaimError> {
+        for _ in 0..GENERATE_ATTEMPTS {
+            let entry = self.entries.entry(PreviewName::random());
+            if matches!(entry, MapEntry::Vacant(_)) {
+                return Ok(entry);
+            }
+        }
+        Err(ClaimError::NoFreeName)
+    }
+
+    /// Counts one more live name for `account`, refused past the cap.
+    fn count_live(&self, account: &AccountId) -> Result<(), ClaimError> {
+        let mut count = self.live_per_account.entry(account.clone()).or_insert(0);
+        if *count >= self.max_per_account {
+            return Err(ClaimError::LimitReached(self.max_per_account));
+        }
+        *count += 1;
+        Ok(())
+    }
+
+    fn uncount_live(&self, account: &AccountId) {
+        if let MapEntry::Occupied(mut o) = self.live_per_account.entry(account.clone()) {
+            *o.get_mut() -= 1;
+            if *o.get() == 0 {
+                o.remove();
+            }
+        }
+    }
+
+    pub fn lookup(&self, name: &PreviewName) -> Lookup<T> {
+        match self.entries.get(name).as_deref() {
+            Some(Entry::Live { target, .. }) => Lookup::Live(target.clone()),
+            Some(Entry::Held {
+                offline: true,
+                until,
+                ..
+            }) if *until > Instant::now() => Lookup::Offline,
+            _ => Lookup::Unknown,
+        }
+    }
+
+    /// Unpreview: binding `id` of `name` stops serving; the name stays held
+    /// by its account for the lease. False when `id` no longer holds it.
+    pub fn release(&self, name: &PreviewName, id: RouteId) -> bool {
+        self.end(name, id, false)
+    }
+
+    /// The agent behind binding `id` went away: the name answers "offline"
+    /// and stays held for the lease.
+    pub fn disconnect(&self, name: &PreviewName, id: RouteId) -> bool {
+        self.end(name, id, true)
+    }
+
+    fn end(&self, name: &PreviewName, id: RouteId, offline: bool) -> bool {
+        let Some(mut entry) = self.entries.get_mut(name) else {
+            return false;
+        };
+        let account = match &*entry {
+            Entry::Live {
+                account, id: live, ..
+            } if *live == id => account.clone(),
+            _ => return false,
+        };
+        *entry = Entry::Held {
+            account: account.clone(),
+            offline,
+            until: Instant::now() + self.lease,
+        };
+        drop(entry);
+        self.uncount_live(&account);
+        true
+    }
+
+    /// Forgets held names whose lease has ended.
+    pub fn sweep(&self) {
+        let now = Instant::now();
+        self.entries
+            .retain(|_, e| !matches!(e, Entry::Held { until, .. } if *until <= now));
+    }
+
+    /// The number of names, live or held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// How many names `account` serves now.
+    pub fn live_count(&self, account: &AccountId) -> usize {
+        self.live_per_account.get(account).map_or(0, |c| *c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(s: &str) -> PreviewName {
+        PreviewName::parse(s).unwrap()
+    }
+
+    fn table(lease: Duration) -> RouteTable<u32> {
+        RouteTable::new(lease, 3)
+    }
+
+    const DAY: Duration = Duration::from_secs(86_400);
+
+    #[test]
+    fn claim_lookup_release() {
+        let t = table(DAY);
+        let alice = AccountId::new("alice");
+        let (n, id) = t.claim(Some(name("web")), &alice, |_, _| 7).unwrap();
+        assert_eq!(n, name("web"));
+        assert!(matches!(t.lookup(&n), Lookup::Live(7)));
+        assert!(t.release(&n, id));
+        assert!(matches!(t.lookup(&n), Lookup::Unknown));
+        assert!(!t.release(&n, id), "a second release finds nothing");
+        assert_eq!(t.live_count(&alice), 0);
+    }
+
+    #[test]
+    fn generated_names_are_fresh() {
+        let t = table(DAY);
+        let alice = AccountId::new("alice");
+        let (a, _) = t.claim(None, &alice, |_, _| 1).unwrap();
+        let (b, _) = t.claim(None, &alice, |_, _| 2).unwrap();
+        assert_ne!(a, b);
+        assert!(matches!(t.lookup(&a), Lookup::Live(1)));
+        assert!(matches!(t.lookup(&b), Lookup::Live(2)));
+    }
+
+    #[test]
+    fn another_account_cannot_take_a_name_live_or_held() {
+        let t = table(DAY);
+        let (alice, bob) = (AccountId::new("alice"), AccountId::new("bob"));
+        let (n, id) = t.claim(Some(name("web")), &alice, |_, _| 1).unwrap();
+        let err = t.claim(Some(n.clone()), &bob, |_, _| 2).unwrap_err();
+        assert_eq!(err, ClaimError::Taken(n.clone()));
+        assert_eq!(err.to_string(), "the name web belongs to another account");
+
+        t.release(&n, id);
+        assert_eq!(
+            t.claim(Some(n.clone()), &bob, |_, _| 2),
+            Err(ClaimError::Taken(n.clone()))
+        );
+        t.claim(Some(n.clone()), &alice, |_, _| 3).unwrap();
+        assert!(matches!(t.lookup(&n), Lookup::Live(3)));
+    }
+
+    #[test]
+    fn a_disconnect_reads_offline_until_the_owner_returns() {
+        let t = table(DAY);
+        let alice = AccountId::new("alice");
+        let (n, id) = t.claim(Some(name("web")), &alice, |_, _| 1).unwrap();
+        assert!(t.disconnect(&n, id));
+        assert!(matches!(t.lookup(&n), Lookup::Offline));
+        t.claim(Some(n.clone()), &alice, |_, _| 2).unwrap();
+        assert!(matches!(t.lookup(&n), Lookup::Live(2)));
+    }
+
+    #[test]
+    fn a_replaced_binding_cannot_release_its_successor() {
+        let t = table(DAY);
+        let alice = AccountId::new("alice");
+        let (n, old) = t.claim(Some(name("web")), &alice, |_, _| 1).unwrap();
+        let (_, new) = t.claim(Some(n.clone()), &alice, |_, _| 2).unwrap();
+        assert!(!t.disconnect(&n, old));
+        assert!(matches!(t.lookup(&n), Lookup::Live(2)));
+        assert_eq!(
+            t.live_count(&alice),
+            1,
+            "a takeover is not a second preview"
+        );
+        assert!(t.release(&n, new));
+    }
+
+    #[test]
+    fn lease_expiry_frees_the_name() {
+        let t = table(Duration::ZERO);
+        let (alice, bob) = (AccountId::new("alice"), AccountId::new("bob"));
+        let (n, id) = t.claim(Some(name("web")), &alice, |_, _| 1).unwrap();
+        t.disconnect(&n, id);
+        assert!(matches!(t.lookup(&n), Lookup::Unknown));
+        t.claim(Some(n.clone()), &bob, |_, _| 2).unwrap();
+        assert!(matches!(t.lookup(&n), Lookup::Live(2)));
+    }
+
+    #[test]
+    fn sweep_forgets_only_expired_names() {
+        let t = table(Duration::ZERO);
+        let alice = AccountId::new("alice");
+        let (n, id) = t.claim(Some(name("gone")), &alice, |_, _| 1).unwrap();
+        t.claim(Some(name("kept")), &alice, |_, _| 2).unwrap();
+        t.release(&n, id);
+        assert_eq!(t.len(), 2);
+        t.sweep();
+        assert_eq!(t.len(), 1);
+        assert!(matches!(t.lookup(&name("kept")), Lookup::Live(2)));
+    }
+
+    #[test]
+    fn per_account_cap_at_the_limit_and_one_past() {
+        let t = table(DAY);
+        let (alice, bob) = (AccountId::new("alice"), AccountId::new("bob"));
+        for i in 0..3 {
+            t.claim(Some(name(&format!("a{i}"))), &alice, |_, _| i)
+                .unwrap();
+        }
+        assert_eq!(t.live_count(&alice), 3);
+        assert_eq!(
+            t.claim(Some(name("a3")), &alice, |_, _| 9),
+            Err(ClaimError::LimitReached(3))
+        );
+        assert!(matches!(t.lookup(&name("a3")), Lookup::Unknown));
+        // Re-claiming a name it serves is not one more.
+        t.claim(Some(name("a0")), &alice, |_, _| 5).unwrap();
+        // Others are not affected.
+        t.claim(Some(name("b0")), &bob, |_, _| 1).unwrap();
+    }
+}

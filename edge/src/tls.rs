@@ -1,0 +1,111 @@
+//! TLS material and the rustls / quinn configurations built from it.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::crypto::CryptoProvider;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+
+/// A certificate chain and its private key.
+pub struct TlsMaterial {
+    pub certs: Vec<CertificateDer<'static>>,
+    pub key: PrivateKeyDer<'static>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("cannot read certificates from {path}: {source}")]
+    Certs {
+        path: String,
+        source: rustls_pki_types::pem::Error,
+    },
+    #[error("{0} holds no certificate")]
+    NoCerts(String),
+    #[error("cannot read a private key from {path}: {source}")]
+    Key {
+        path: String,
+        source: rustls_pki_types::pem::Error,
+    },
+    #[error("the certificate and key do not make a TLS configuration: {0}")]
+    Config(#[from] rustls::Error),
+    #[error("QUIC cannot use this TLS configuration: {0}")]
+    Quic(String),
+}
+
+impl Clone for TlsMaterial {
+    fn clone(&self) -> Self {
+        Self {
+            certs: self.certs.clone(),
+            key: self.key.clone_key(),
+        }
+    }
+}
+
+impl TlsMaterial {
+    /// Reads a PEM chain (leaf first) and a PEM private key.
+    pub fn from_pem_files(cert_file: &Path, key_file: &Path) -> Result<Self, TlsError> {
+        let certs = CertificateDer::pem_file_iter(cert_file)
+            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .map_err(|source| TlsError::Certs {
+                path: cert_file.display().to_string(),
+                source,
+            })?;
+        if certs.is_empty() {
+            return Err(TlsError::NoCerts(cert_file.display().to_string()));
+        }
+        let key = PrivateKeyDer::from_pem_file(key_file).map_err(|source| TlsError::Key {
+            path: key_file.display().to_string(),
+            source,
+        })?;
+        Ok(Self { certs, key })
+    }
+}
+
+/// The one crypto provider in the tree (see DEPENDENCIES.md).
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The HTTPS listener's configuration: HTTP/2 and HTTP/1.1 by ALPN.
+pub fn https_config(tls: &TlsMaterial) -> Result<rustls::ServerConfig, TlsError> {
+    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(tls.certs.clone(), tls.key.clone_key())?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// QUIC keep-alive, so both sides notice a dead peer in three intervals.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
+/// A connection with no traffic for this long is dead.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(15);
+/// Bidi streams an agent may open towards the edge: the control stream and
+/// spare. Stream slots cost memory on every idle connection.
+const AGENT_STREAMS: u32 = 4;
+
+/// The QUIC listener's configuration for agents (ALPN `calvin/1`).
+pub fn quic_config(tls: &TlsMaterial) -> Result<quinn::ServerConfig, TlsError> {
+    let mut crypto = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_no_client_auth()
+        .with_single_cert(tls.certs.clone(), tls.key.clone_key())?;
+    crypto.alpn_protocols = vec![calvin_proto::ALPN.to_vec()];
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
+        .map_err(|e| TlsError::Quic(e.to_string()))?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    let mut transport = quinn::TransportConfig::default();
+    transport
+        .keep_alive_interval(Some(KEEP_ALIVE))
+        .max_idle_timeout(Some(
+            IDLE_TIMEOUT
+                .try_into()
+                .map_err(|_| TlsError::Quic("idle timeout out of range".into()))?,
+        ))
+        .max_concurrent_bidi_streams(AGENT_STREAMS.into())
+        .max_concurrent_uni_streams(0u32.into());
+    config.transport_config(Arc::new(transport));
+    Ok(config)
+}

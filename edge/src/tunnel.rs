@@ -1,0 +1,256 @@
+//! The agents' side of the edge: one QUIC connection per agent, its Hello,
+//! then open and close requests on the control stream.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use calvin_proto::io::{read_frame, write_frame};
+use calvin_proto::{
+    AgentMessage, EdgeMessage, ErrorCode, Failure, Hello, PROTOCOL_VERSION, Port, Preview,
+    PreviewName, Rejected, Welcome,
+};
+use tokio::sync::watch;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::accounts::{AccountId, Accounts};
+use crate::route_table::{ClaimError, RouteId, RouteTable};
+use crate::upstream::{Upstream, UpstreamSettings};
+
+/// QUIC application close codes the edge uses.
+pub mod close_code {
+    pub const NORMAL: u32 = 0;
+    pub const REFUSED: u32 = 1;
+    pub const PROTOCOL: u32 = 2;
+    pub const SHUTTING_DOWN: u32 = 3;
+}
+
+/// What every agent connection shares.
+pub(crate) struct AgentHub {
+    pub routes: Arc<RouteTable<Arc<Upstream>>>,
+    pub accounts: Accounts,
+    pub domain: String,
+    pub url_template: String,
+    pub upstream: Arc<UpstreamSettings>,
+    /// Time from the connection's start to its Hello.
+    pub hello_timeout: Duration,
+}
+
+/// Accepts agents until `stop` turns true. Connections already made stay
+/// up (they carry in-flight requests); the caller closes the endpoint.
+pub(crate) async fn accept_agents(
+    endpoint: quinn::Endpoint,
+    hub: Arc<AgentHub>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        let incoming = tokio::select! {
+            incoming = endpoint.accept() => incoming,
+            _ = stop.wait_for(|s| *s) => break,
+        };
+        let Some(incoming) = incoming else { break };
+        let span = info_span!("agent", remote = %incoming.remote_address());
+        tokio::spawn(serve_agent(hub.clone(), incoming).instrument(span));
+    }
+    // Turn away agents that arrive while the edge drains.
+    endpoint.set_server_config(None);
+}
+
+async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
+    let conn = match tokio::time::timeout(hub.hello_timeout, incoming).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(err)) => return debug!(%err, "handshake failed"),
+        Err(_) => return debug!("handshake timed out"),
+    };
+    let hello = tokio::time::timeout(hub.hello_timeout, async {
+        let (send, mut recv) = conn.accept_bi().await.ok()?;
+        let msg = read_frame::<AgentMessage, _>(&mut recv).await;
+        Some((send, recv, msg))
+    })
+    .await;
+    let (mut send, mut recv, hello) = match hello {
+        Ok(Some((send, recv, Ok(Some(AgentMessage::Hello(hello)))))) => (send, recv, hello),
+        Ok(Some((mut send, _, _))) => {
+            let why = Failure::new(ErrorCode::Protocol, "the first message must be a hello");
+            return refuse(&conn, &mut send, why).await;
+        }
+        Ok(None) => return debug!("connection ended before its hello"),
+        Err(_) => {
+            conn.close(close_code::PROTOCOL.into(), b"no hello in time");
+            return debug!("no hello in time");
+        }
+    };
+    let Some(account) = check_hello(&hub, &hello) else {
+        let why = if hello.version != PROTOCOL_VERSION {
+            Failure::new(
+                ErrorCode::UnsupportedVersion,
+                format!(
+                    "this edge speaks protocol {PROTOCOL_VERSION}; the agent speaks {}",
+                    hello.version
+                ),
+            )
+        } else {
+            Failure::new(ErrorCode::BadToken, "the edge does not know this token")
+        };
+        warn!(reason = %why, "agent refused");
+        return refuse(&conn, &mut send, why).await;
+    };
+    tracing::Span::current().record("account", account.as_str());
+    let mut session = Session {
+        hub,
+        conn,
+        account,
+        held: HashMap::new(),
+    };
+    let welcome = session.welcome(hello.previews);
+    info!(
+        account = %session.account,
+        restored = welcome.restored.len(),
+        rejected = welcome.rejected.len(),
+        "agent connected"
+    );
+    if write_frame(&mut send, &EdgeMessage::Welcome(welcome))
+        .await
+        .is_ok()
+    {
+        session.serve(&mut send, &mut recv).await;
+    }
+    session.end();
+}
+
+fn check_hello(hub: &AgentHub, hello: &Hello) -> Option<AccountId> {
+    let account = hub.accounts.authenticate(&hello.token)?;
+    (hello.version == PROTOCOL_VERSION).then_some(account)
+}
+
+/// Sends the refusal, lets the agent read it, then closes.
+async fn refuse(conn: &quinn::Connection, send: &mut quinn::SendStream, why: Failure) {
+    let reason = why.message.clone();
+    if write_frame(send, &EdgeMessage::Refused(why)).await.is_ok() {
+        let _ = send.finish();
+        let _ = tokio::time::timeout(Duration::from_secs(2), conn.closed()).await;
+    }
+    conn.close(close_code::REFUSED.into(), reason.as_bytes());
+}
+
+/// One authenticated agent connection and the names it serves.
+struct Session {
+    hub: Arc<AgentHub>,
+    conn: quinn::Connection,
+    account: AccountId,
+    held: HashMap<PreviewName, RouteId>,
+}
+
+impl Session {
+    fn welcome(&mut self, previews: Vec<Preview>) -> Welcome {
+        let mut restored = Vec::new();
+        let mut rejected = Vec::new();
+        for preview in previews {
+            match self.open(Some(preview.name.clone()), preview.port) {
+                Ok(p) => restored.push(p),
+                Err(failure) => rejected.push(Rejected {
+                    name: preview.name,
+                    failure,
+                }),
+            }
+        }
+        Welcome {
+            account: self.account.to_string(),
+            domain: self.hub.domain.clone(),
+            url_template: self.hub.url_template.clone(),
+            restored,
+            rejected,
+        }
+    }
+
+    /// Answers control requests until the agent stops sending them.
+    async fn serve(&mut self, send: &mut quinn::SendStream, recv: &mut quinn::RecvStream) {
+        loop {
+            let msg = match read_frame::<AgentMessage, _>(recv).await {
+                Ok(Some(msg)) => msg,
+                Ok(None) => return,
+                Err(err) => {
+                    if self.conn.close_reason().is_none() {
+                        warn!(%err, "bad control message; closing");
+                        let failure = Failure::new(ErrorCode::Protocol, err.to_string());
+                        let _ = write_frame(send, &EdgeMessage::Error { id: None, failure }).await;
+                        self.conn
+                            .close(close_code::PROTOCOL.into(), b"bad control message");
+                    }
+                    return;
+                }
+            };
+            let answer = match msg {
+                AgentMessage::Open { id, port, name } => match self.open(name, port) {
+                    Ok(preview) => EdgeMessage::Opened { id, preview },
+                    Err(failure) => EdgeMessage::Error {
+                        id: Some(id),
+                        failure,
+                    },
+                },
+                AgentMessage::Close { id, name } => match self.close(&name) {
+                    Ok(()) => EdgeMessage::Closed { id, name },
+                    Err(failure) => EdgeMessage::Error {
+                        id: Some(id),
+                        failure,
+                    },
+                },
+                AgentMessage::Hello(_) => EdgeMessage::Error {
+                    id: None,
+                    failure: Failure::new(ErrorCode::Protocol, "hello was already sent"),
+                },
+            };
+            if write_frame(send, &answer).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    fn open(&mut self, name: Option<PreviewName>, port: Port) -> Result<Preview, Failure> {
+        let claimed = self.hub.routes.claim(name, &self.account, |name, _| {
+            Upstream::new(
+                name.clone(),
+                port,
+                self.conn.clone(),
+                self.hub.upstream.clone(),
+            )
+        });
+        match claimed {
+            Ok((name, id)) => {
+                debug!(%name, %port, "preview opened");
+                self.held.insert(name.clone(), id);
+                Ok(Preview { name, port })
+            }
+            Err(err) => Err(claim_failure(err)),
+        }
+    }
+
+    fn close(&mut self, name: &PreviewName) -> Result<(), Failure> {
+        let Some(id) = self.held.remove(name) else {
+            return Err(Failure::new(
+                ErrorCode::UnknownName,
+                format!("this agent has no preview named {name}"),
+            ));
+        };
+        self.hub.routes.release(name, id);
+        debug!(%name, "preview closed");
+        Ok(())
+    }
+
+    /// The agent is gone: its names answer "offline" and stay reserved.
+    fn end(self) {
+        for (name, id) in &self.held {
+            self.hub.routes.disconnect(name, *id);
+        }
+        info!(account = %self.account, previews = self.held.len(), "agent disconnected");
+    }
+}
+
+fn claim_failure(err: ClaimError) -> Failure {
+    let code = match err {
+        ClaimError::Taken(_) => ErrorCode::NameTaken,
+        ClaimError::LimitReached(_) => ErrorCode::LimitReached,
+        ClaimError::NoFreeName => ErrorCode::Internal,
+    };
+    Failure::new(code, err.to_string())
+}
