@@ -106,6 +106,9 @@ impl Proxy {
             Ok(Ok(response)) => response,
         };
 
+        // The origin's HTTP version is its own; the visitor's connection has
+        // its own version, which hyper writes.
+        *response.version_mut() = Version::default();
         let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
         let accepted_upgrade = response.headers().get(header::UPGRADE).cloned();
         strip_hop_by_hop(response.headers_mut());

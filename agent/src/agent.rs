@@ -1,0 +1,463 @@
+//! The agent: one QUIC connection to the edge, kept up with jittered
+//! exponential backoff, and the previews it holds, registered again under
+//! the same names after every reconnect.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use calvin_proto::io::{read_frame, write_frame};
+use calvin_proto::{
+    AgentMessage, EdgeMessage, ErrorCode, Failure, Hello, PROTOCOL_VERSION, Port, Preview,
+    PreviewName, Welcome,
+};
+use rand::RngExt;
+use tokio::sync::{mpsc, oneshot, watch};
+use tracing::{info, warn};
+
+use crate::api::{PreviewCreated, PreviewEntry, PreviewList};
+use crate::forward;
+use crate::transport::{EdgeAddress, TransportError};
+
+/// The previews an agent holds: name -> local port.
+pub type Previews = Arc<Mutex<BTreeMap<PreviewName, Port>>>;
+
+/// Reconnect delays: doubling from `BACKOFF_START`, capped at `BACKOFF_CAP`,
+/// each one drawn from its upper half so agents of a restarted edge spread out.
+const BACKOFF_START: Duration = Duration::from_millis(250);
+const BACKOFF_CAP: Duration = Duration::from_secs(10);
+/// Time for the edge to answer a hello or a control request.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum PreviewError {
+    #[error("not connected to the edge at {edge}{}", last.as_deref().map(|e| format!(" ({e})")).unwrap_or_default())]
+    NotConnected { edge: String, last: Option<String> },
+    #[error("no preview named {0}")]
+    UnknownName(PreviewName),
+    #[error("{}", .0.message)]
+    Edge(Failure),
+    #[error("the connection to the edge was lost during the request; try again")]
+    Lost,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error("the edge refused this agent: {0}")]
+    Refused(Failure),
+    #[error("the edge did not answer: {0}")]
+    NoAnswer(String),
+}
+
+/// Where the agent stands with its edge.
+#[derive(Clone)]
+pub enum LinkState {
+    Connecting {
+        last_error: Option<String>,
+    },
+    Connected(Link),
+    /// The edge refused the agent's hello (bad token, old protocol). The
+    /// agent keeps trying, slowly: the edge may be reconfigured.
+    Refused(Failure),
+    Stopped,
+}
+
+/// A live connection to the edge.
+#[derive(Clone)]
+pub struct Link {
+    conn: quinn::Connection,
+    calls: mpsc::Sender<Call>,
+}
+
+enum Request {
+    Open {
+        port: Port,
+        name: Option<PreviewName>,
+    },
+    Close {
+        name: PreviewName,
+    },
+}
+
+struct Call {
+    request: Request,
+    reply: oneshot::Sender<Result<EdgeMessage, PreviewError>>,
+}
+
+/// A handle to the agent; clones share it.
+#[derive(Clone)]
+pub struct Agent {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    edge: EdgeAddress,
+    token: String,
+    previews: Previews,
+    link: watch::Sender<LinkState>,
+    /// The last Welcome's URL template, for URLs while reconnecting.
+    url_template: Mutex<Option<String>>,
+    /// Serializes preview and unpreview, so "the port's existing name" is
+    /// never made twice by two callers at once.
+    ops: tokio::sync::Mutex<()>,
+}
+
+impl Agent {
+    pub fn new(edge: EdgeAddress, token: String) -> Self {
+        let (link, _) = watch::channel(LinkState::Connecting { last_error: None });
+        Self {
+            shared: Arc::new(Shared {
+                edge,
+                token,
+                previews: Previews::default(),
+                link,
+                url_template: Mutex::new(None),
+                ops: tokio::sync::Mutex::new(()),
+            }),
+        }
+    }
+
+    /// Watches the connection state.
+    pub fn state(&self) -> watch::Receiver<LinkState> {
+        self.shared.link.subscribe()
+    }
+
+    /// Waits until the agent is connected, refused, or `limit` passes.
+    pub async fn wait_connected(&self, limit: Duration) -> Result<(), String> {
+        let mut state = self.state();
+        let settled: Option<Result<(), String>> = tokio::time::timeout(
+            limit,
+            state.wait_for(|s| matches!(s, LinkState::Connected(_) | LinkState::Refused(_))),
+        )
+        .await
+        .ok()
+        .and_then(|r| r.ok())
+        .map(|now| match &*now {
+            LinkState::Refused(failure) => {
+                Err(format!("the edge refused this agent: {}", failure.message))
+            }
+            _ => Ok(()),
+        });
+        settled.unwrap_or_else(|| {
+            Err(match &*state.borrow() {
+                LinkState::Connecting {
+                    last_error: Some(e),
+                } => format!("cannot reach the edge at {}: {e}", self.shared.edge),
+                _ => format!("cannot reach the edge at {}", self.shared.edge),
+            })
+        })
+    }
+
+    /// Keeps the connection to the edge up until `shutdown` resolves, then
+    /// closes it.
+    pub async fn run(&self, shutdown: impl Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut delay = BACKOFF_START;
+        loop {
+            let attempt = tokio::select! {
+                attempt = self.connect() => attempt,
+                _ = &mut shutdown => break,
+            };
+            match attempt {
+                Ok(link) => {
+                    delay = BACKOFF_START;
+                    self.shared
+                        .link
+                        .send_replace(LinkState::Connected(link.clone()));
+                    let reason = tokio::select! {
+                        reason = link.conn.closed() => reason,
+                        _ = &mut shutdown => {
+                            link.conn.close(0u32.into(), b"agent stopping");
+                            break;
+                        }
+                    };
+                    warn!(%reason, "connection to the edge lost; reconnecting");
+                    self.shared.link.send_replace(LinkState::Connecting {
+                        last_error: Some(reason.to_string()),
+                    });
+                }
+                Err(ConnectError::Refused(failure)) => {
+                    warn!(reason = %failure, "the edge refused this agent");
+                    self.shared.link.send_replace(LinkState::Refused(failure));
+                    delay = BACKOFF_CAP;
+                }
+                Err(err) => {
+                    warn!(%err, "cannot connect to the edge");
+                    self.shared.link.send_replace(LinkState::Connecting {
+                        last_error: Some(err.to_string()),
+                    });
+                }
+            }
+            let jittered = delay.mul_f64(rand::rng().random_range(0.5..=1.0));
+            tokio::select! {
+                _ = tokio::time::sleep(jittered) => {}
+                _ = &mut shutdown => break,
+            }
+            delay = (delay * 2).min(BACKOFF_CAP);
+        }
+        self.shared.link.send_replace(LinkState::Stopped);
+    }
+
+    /// One connection attempt: QUIC handshake, hello with the previews held,
+    /// then the control and data streams are served in the background.
+    async fn connect(&self) -> Result<Link, ConnectError> {
+        let conn = self.shared.edge.connect().await?;
+        let (mut send, mut recv) = conn
+            .open_bi()
+            .await
+            .map_err(|e| ConnectError::NoAnswer(e.to_string()))?;
+        let held: Vec<Preview> = self
+            .previews()
+            .iter()
+            .map(|(name, port)| Preview {
+                name: name.clone(),
+                port: *port,
+            })
+            .collect();
+        let hello = AgentMessage::Hello(Hello {
+            version: PROTOCOL_VERSION,
+            token: self.shared.token.clone(),
+            previews: held,
+        });
+        let answer = tokio::time::timeout(ANSWER_TIMEOUT, async {
+            write_frame(&mut send, &hello)
+                .await
+                .map_err(|e| e.to_string())?;
+            read_frame::<EdgeMessage, _>(&mut recv)
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|_| ConnectError::NoAnswer("no welcome in time".into()))?
+        .map_err(ConnectError::NoAnswer)?;
+        let welcome = match answer {
+            Some(EdgeMessage::Welcome(welcome)) => welcome,
+            Some(EdgeMessage::Refused(failure)) => {
+                conn.close(0u32.into(), b"refused");
+                return Err(ConnectError::Refused(failure));
+            }
+            other => {
+                return Err(ConnectError::NoAnswer(format!(
+                    "expected a welcome, got {other:?}"
+                )));
+            }
+        };
+        self.apply_welcome(&welcome);
+
+        let (calls, requests) = mpsc::channel(64);
+        tokio::spawn(control_loop(send, recv, requests));
+        tokio::spawn(forward::accept_streams(
+            conn.clone(),
+            self.shared.previews.clone(),
+        ));
+        Ok(Link { conn, calls })
+    }
+
+    fn apply_welcome(&self, welcome: &Welcome) {
+        let mut previews = self.previews();
+        for rejected in &welcome.rejected {
+            warn!(name = %rejected.name, reason = %rejected.failure, "preview not restored");
+            previews.remove(&rejected.name);
+        }
+        *self
+            .shared
+            .url_template
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(welcome.url_template.clone());
+        info!(
+            account = %welcome.account,
+            restored = welcome.restored.len(),
+            "connected to the edge"
+        );
+    }
+
+    fn previews(&self) -> std::sync::MutexGuard<'_, BTreeMap<PreviewName, Port>> {
+        self.shared
+            .previews
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn link(&self) -> Result<Link, PreviewError> {
+        match &*self.shared.link.borrow() {
+            LinkState::Connected(link) if link.conn.close_reason().is_none() => Ok(link.clone()),
+            LinkState::Connecting { last_error } => Err(PreviewError::NotConnected {
+                edge: self.shared.edge.to_string(),
+                last: last_error.clone(),
+            }),
+            LinkState::Refused(failure) => Err(PreviewError::NotConnected {
+                edge: self.shared.edge.to_string(),
+                last: Some(failure.message.clone()),
+            }),
+            _ => Err(PreviewError::NotConnected {
+                edge: self.shared.edge.to_string(),
+                last: None,
+            }),
+        }
+    }
+
+    fn url_for(&self, name: &PreviewName) -> String {
+        let template = self
+            .shared
+            .url_template
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .unwrap_or_default();
+        template.replace("{name}", name.as_str())
+    }
+
+    /// Gives `port` a public URL. Without a name, the port's existing name
+    /// is reused, else the edge makes one. A name this account holds is
+    /// reused; another account's is refused.
+    pub async fn preview(
+        &self,
+        port: Port,
+        name: Option<PreviewName>,
+    ) -> Result<PreviewCreated, PreviewError> {
+        let _op = self.shared.ops.lock().await;
+        let existing = {
+            let previews = self.previews();
+            match &name {
+                None => previews
+                    .iter()
+                    .find(|(_, p)| **p == port)
+                    .map(|(n, _)| n.clone()),
+                Some(n) => (previews.get(n) == Some(&port)).then(|| n.clone()),
+            }
+        };
+        let name = match existing {
+            Some(name) => name,
+            None => {
+                let link = self.link()?;
+                match link.call(Request::Open { port, name }).await? {
+                    EdgeMessage::Opened { preview, .. } => {
+                        self.previews().insert(preview.name.clone(), preview.port);
+                        preview.name
+                    }
+                    other => return Err(unexpected(other)),
+                }
+            }
+        };
+        let listening = forward::is_listening(port).await;
+        Ok(PreviewCreated {
+            url: self.url_for(&name),
+            name: name.to_string(),
+            listening,
+        })
+    }
+
+    /// Takes a preview down. When the edge cannot be told now, the name is
+    /// dropped here anyway and not registered again.
+    pub async fn unpreview(&self, name: &PreviewName) -> Result<(), PreviewError> {
+        let _op = self.shared.ops.lock().await;
+        if !self.previews().contains_key(name) {
+            return Err(PreviewError::UnknownName(name.clone()));
+        }
+        if let Ok(link) = self.link() {
+            match link.call(Request::Close { name: name.clone() }).await {
+                Ok(EdgeMessage::Closed { .. }) | Err(PreviewError::Lost) => {}
+                Err(PreviewError::Edge(f)) if f.code == ErrorCode::UnknownName => {}
+                Ok(other) => return Err(unexpected(other)),
+                Err(err) => return Err(err),
+            }
+        }
+        self.previews().remove(name);
+        Ok(())
+    }
+
+    pub fn list(&self) -> PreviewList {
+        let entries: Vec<(PreviewName, Port)> = self
+            .previews()
+            .iter()
+            .map(|(n, p)| (n.clone(), *p))
+            .collect();
+        PreviewList {
+            connected: self.link().is_ok(),
+            previews: entries
+                .into_iter()
+                .map(|(name, port)| PreviewEntry {
+                    url: self.url_for(&name),
+                    name: name.to_string(),
+                    port: port.get(),
+                })
+                .collect(),
+        }
+    }
+}
+
+fn unexpected(msg: EdgeMessage) -> PreviewError {
+    PreviewError::Edge(Failure::new(
+        ErrorCode::Protocol,
+        format!("unexpected answer from the edge: {msg:?}"),
+    ))
+}
+
+impl Link {
+    async fn call(&self, request: Request) -> Result<EdgeMessage, PreviewError> {
+        let (reply, answer) = oneshot::channel();
+        self.calls
+            .send(Call { request, reply })
+            .await
+            .map_err(|_| PreviewError::Lost)?;
+        answer.await.map_err(|_| PreviewError::Lost)?
+    }
+}
+
+/// Sends control requests one at a time and matches each answer by id.
+async fn control_loop(
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    mut calls: mpsc::Receiver<Call>,
+) {
+    let mut next_id = 1u64;
+    while let Some(call) = calls.recv().await {
+        let id = next_id;
+        next_id += 1;
+        let msg = match call.request {
+            Request::Open { port, name } => AgentMessage::Open { id, port, name },
+            Request::Close { name } => AgentMessage::Close { id, name },
+        };
+        let answer = tokio::time::timeout(ANSWER_TIMEOUT, async {
+            write_frame(&mut send, &msg).await.ok()?;
+            read_frame::<EdgeMessage, _>(&mut recv).await.ok()?
+        })
+        .await;
+        let result = match answer {
+            Ok(Some(EdgeMessage::Error {
+                id: Some(answered),
+                failure,
+            })) if answered == id => Err(PreviewError::Edge(failure)),
+            Ok(Some(
+                msg @ (EdgeMessage::Opened { id: answered, .. }
+                | EdgeMessage::Closed { id: answered, .. }),
+            )) if answered == id => Ok(msg),
+            Ok(Some(EdgeMessage::Error { id: None, failure })) => {
+                warn!(reason = %failure, "the edge reported an error");
+                Err(PreviewError::Edge(failure))
+            }
+            _ => Err(PreviewError::Lost),
+        };
+        let lost = matches!(result, Err(PreviewError::Lost));
+        let _ = call.reply.send(result);
+        if lost {
+            return;
+        }
+    }
+}
+
+/// For tests and logs: the address of the edge this agent dials.
+impl Agent {
+    pub fn edge(&self) -> &EdgeAddress {
+        &self.shared.edge
+    }
+
+    /// The local address of the current connection, if connected.
+    pub fn remote(&self) -> Option<SocketAddr> {
+        self.link().ok().map(|l| l.conn.remote_address())
+    }
+}

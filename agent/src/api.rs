@@ -1,0 +1,52 @@
+//! The JSON of the control API (`/v1/previews` on the agent's Unix socket),
+//! shared by the daemon that serves it and the commands that call it.
+
+use serde::{Deserialize, Serialize};
+
+/// `POST /v1/previews`. Fields are checked by the daemon, which answers
+/// each problem with its own message.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreviewRequest {
+    pub port: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// The answer to `POST /v1/previews`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviewCreated {
+    pub url: String,
+    pub name: String,
+    /// Whether a TCP connect to the port succeeded when the preview was made.
+    pub listening: bool,
+}
+
+/// One entry of `GET /v1/previews`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviewEntry {
+    pub name: String,
+    pub port: u16,
+    pub url: String,
+}
+
+/// The answer to `GET /v1/previews`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviewList {
+    /// Whether the agent is connected to its edge now.
+    pub connected: bool,
+    pub previews: Vec<PreviewEntry>,
+}
+
+/// The answer to `DELETE /v1/previews/{name}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviewDeleted {
+    pub name: String,
+}
+
+/// Every error answer: a stable code and a message for a person.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiError {
+    pub code: String,
+    pub error: String,
+}

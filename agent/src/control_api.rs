@@ -1,0 +1,248 @@
+//! The agent's control API: HTTP/1.1 + JSON on a Unix socket (mode 0600,
+//! same user only). The gateway and the `preview`, `unpreview` and `ls`
+//! commands call it.
+//!
+//! - `POST /v1/previews {port, name?}` -> `{url, name, listening}`
+//! - `DELETE /v1/previews/{name}` -> `{name}`
+//! - `GET /v1/previews` -> `{connected, previews: [{name, port, url}]}`
+//!
+//! Errors are `{code, error}` with a status that fits.
+
+use std::convert::Infallible;
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use calvin_proto::{ErrorCode, Port, PreviewName};
+use http::header::{ALLOW, CONTENT_TYPE, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde::Serialize;
+use tokio::net::UnixListener;
+use tracing::{debug, warn};
+
+use crate::agent::{Agent, PreviewError};
+use crate::api::{ApiError, PreviewDeleted, PreviewRequest};
+
+/// The largest request body the API reads.
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// `$XDG_RUNTIME_DIR/calvin/agent.sock`, or `/tmp/calvin-<uid>/agent.sock`.
+pub fn default_socket_path() -> PathBuf {
+    let dir = match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(runtime) if !runtime.is_empty() => PathBuf::from(runtime).join("calvin"),
+        _ => std::env::temp_dir().join(format!("calvin-{}", rustix::process::getuid().as_raw())),
+    };
+    dir.join("agent.sock")
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error("another calvin-agent already serves {0}")]
+    InUse(PathBuf),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+}
+
+/// Binds the control socket: its folder is made 0700 if missing, a stale
+/// socket file is replaced, a live one is an error, and the socket is 0600.
+pub async fn bind(path: &Path) -> Result<UnixListener, SocketError> {
+    let io_err = |source| SocketError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && !dir.exists()
+    {
+        std::fs::create_dir_all(dir).map_err(io_err)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io_err)?;
+    }
+    if path.exists() {
+        if tokio::net::UnixStream::connect(path).await.is_ok() {
+            return Err(SocketError::InUse(path.to_owned()));
+        }
+        std::fs::remove_file(path).map_err(io_err)?;
+    }
+    let listener = UnixListener::bind(path).map_err(io_err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(io_err)?;
+    Ok(listener)
+}
+
+/// Serves the API until `listener` fails. Connections from another user are
+/// closed unanswered.
+pub async fn serve(listener: UnixListener, agent: Agent) {
+    let me = rustix::process::getuid().as_raw();
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(err) => {
+                warn!(%err, "control socket accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == me => {}
+            other => {
+                warn!(
+                    ?other,
+                    "control socket: refused a connection from another user"
+                );
+                continue;
+            }
+        }
+        let agent = agent.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let agent = agent.clone();
+                async move { Ok::<_, Infallible>(route(&agent, req).await) }
+            });
+            if let Err(err) = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                debug!(%err, "control connection ended");
+            }
+        });
+    }
+}
+
+type Answer = Response<Full<Bytes>>;
+
+async fn route(agent: &Agent, req: Request<Incoming>) -> Answer {
+    let path = req.uri().path().to_owned();
+    match (req.method().clone(), path.as_str()) {
+        (Method::POST, "/v1/previews") => create(agent, req).await,
+        (Method::GET, "/v1/previews") => json(StatusCode::OK, &agent.list()),
+        (Method::DELETE, p) if p.starts_with("/v1/previews/") => {
+            delete(agent, &p["/v1/previews/".len()..]).await
+        }
+        (_, "/v1/previews") => {
+            let mut r = error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "use GET or POST",
+            );
+            r.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("GET, POST"));
+            r
+        }
+        (_, p) if p.starts_with("/v1/previews/") => {
+            let mut r = error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "use DELETE",
+            );
+            r.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("DELETE"));
+            r
+        }
+        _ => error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            &format!("no such endpoint: {path}"),
+        ),
+    }
+}
+
+async fn create(agent: &Agent, req: Request<Incoming>) -> Answer {
+    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
+        Ok(body) => body.to_bytes(),
+        Err(_) => {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                &format!("the request body is over {MAX_BODY} bytes"),
+            );
+        }
+    };
+    let request: PreviewRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                &format!("expected {{\"port\": 1-65535, \"name\"?: string}}: {e}"),
+            );
+        }
+    };
+    let port = match Port::try_from(request.port) {
+        Ok(port) => port,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "invalid_port", &e.to_string()),
+    };
+    let name = match request.name.as_deref().map(PreviewName::parse).transpose() {
+        Ok(name) => name,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_name",
+                &format!("invalid name: {e}"),
+            );
+        }
+    };
+    match agent.preview(port, name).await {
+        Ok(created) => json(StatusCode::OK, &created),
+        Err(err) => preview_error(err),
+    }
+}
+
+async fn delete(agent: &Agent, name: &str) -> Answer {
+    let name = match PreviewName::parse(name) {
+        Ok(name) => name,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_name",
+                &format!("invalid name: {e}"),
+            );
+        }
+    };
+    match agent.unpreview(&name).await {
+        Ok(()) => json(
+            StatusCode::OK,
+            &PreviewDeleted {
+                name: name.to_string(),
+            },
+        ),
+        Err(err) => preview_error(err),
+    }
+}
+
+fn preview_error(err: PreviewError) -> Answer {
+    let (status, code) = match &err {
+        PreviewError::NotConnected { .. } => (StatusCode::SERVICE_UNAVAILABLE, "not_connected"),
+        PreviewError::Lost => (StatusCode::SERVICE_UNAVAILABLE, "connection_lost"),
+        PreviewError::UnknownName(_) => (StatusCode::NOT_FOUND, "unknown_name"),
+        PreviewError::Edge(f) => match f.code {
+            ErrorCode::NameTaken => (StatusCode::CONFLICT, "name_taken"),
+            ErrorCode::LimitReached => (StatusCode::TOO_MANY_REQUESTS, "limit_reached"),
+            ErrorCode::UnknownName => (StatusCode::NOT_FOUND, "unknown_name"),
+            _ => (StatusCode::BAD_GATEWAY, "edge_error"),
+        },
+    };
+    error(status, code, &err.to_string())
+}
+
+fn json<T: Serialize>(status: StatusCode, value: &T) -> Answer {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn error(status: StatusCode, code: &str, message: &str) -> Answer {
+    json(
+        status,
+        &ApiError {
+            code: code.to_owned(),
+            error: message.to_owned(),
+        },
+    )
+}

@@ -1,0 +1,98 @@
+//! A client of the control API, for the `preview`, `unpreview` and `ls`
+//! commands (and for tests).
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
+
+use crate::api::{ApiError, PreviewRequest};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot reach the agent at {path} ({source}); is `calvin-agent up` running?")]
+    Unreachable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the agent's answer was cut: {0}")]
+    Http(#[from] hyper::Error),
+}
+
+/// A raw answer: the status and the JSON exactly as the agent sent it.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub body: Bytes,
+}
+
+impl Answer {
+    /// The body as `T` when the status is a success, else the API's error.
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> Result<T, ApiError> {
+        let bad = |e: serde_json::Error| ApiError {
+            code: "bad_answer".into(),
+            error: format!("the agent answered {}: {e}", self.status),
+        };
+        if self.status.is_success() {
+            serde_json::from_slice(&self.body).map_err(bad)
+        } else {
+            Err(serde_json::from_slice(&self.body).unwrap_or_else(bad))
+        }
+    }
+}
+
+pub struct ControlClient {
+    socket: PathBuf,
+}
+
+impl ControlClient {
+    pub fn new(socket: &Path) -> Self {
+        Self {
+            socket: socket.to_owned(),
+        }
+    }
+
+    pub async fn preview(&self, port: i64, name: Option<String>) -> Result<Answer, ClientError> {
+        let body = serde_json::to_vec(&PreviewRequest { port, name }).unwrap_or_default();
+        self.call(Method::POST, "/v1/previews", body).await
+    }
+
+    pub async fn unpreview(&self, name: &str) -> Result<Answer, ClientError> {
+        self.call(Method::DELETE, &format!("/v1/previews/{name}"), Vec::new())
+            .await
+    }
+
+    pub async fn list(&self) -> Result<Answer, ClientError> {
+        self.call(Method::GET, "/v1/previews", Vec::new()).await
+    }
+
+    async fn call(&self, method: Method, path: &str, body: Vec<u8>) -> Result<Answer, ClientError> {
+        let stream =
+            UnixStream::connect(&self.socket)
+                .await
+                .map_err(|source| ClientError::Unreachable {
+                    path: self.socket.clone(),
+                    source,
+                })?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(conn);
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(http::header::HOST, "calvin-agent")
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| ClientError::Unreachable {
+                path: self.socket.clone(),
+                source: std::io::Error::other(e),
+            })?;
+        let response = sender.send_request(req).await?;
+        let status = response.status();
+        let body = response.into_body().collect().await?.to_bytes();
+        Ok(Answer { status, body })
+    }
+}

@@ -1,0 +1,118 @@
+//! The byte pipe: each stream the edge opens becomes one TCP connection to
+//! a previewed port on loopback.
+
+use std::io;
+use std::time::Duration;
+
+use calvin_proto::io::{read_frame, write_frame};
+use calvin_proto::{Port, StreamAnswer, StreamHeader, StreamRefusal};
+use tokio::net::TcpStream;
+use tracing::{Instrument, debug, debug_span};
+
+use crate::agent::Previews;
+
+/// Time for the edge to send a stream's header.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time for the local server to accept a connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Time for `is_listening`'s probe.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Serves the edge's streams until the connection ends.
+pub(crate) async fn accept_streams(conn: quinn::Connection, previews: Previews) {
+    while let Ok((send, recv)) = conn.accept_bi().await {
+        let span = debug_span!("stream", id = %send.id());
+        tokio::spawn(serve_stream(send, recv, previews.clone()).instrument(span));
+    }
+}
+
+async fn serve_stream(
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    previews: Previews,
+) {
+    let header = match tokio::time::timeout(
+        HEADER_TIMEOUT,
+        read_frame::<StreamHeader, _>(&mut recv),
+    )
+    .await
+    {
+        Ok(Ok(Some(header))) => header,
+        Ok(Ok(None)) => return,
+        Ok(Err(err)) => return debug!(%err, "bad stream header"),
+        Err(_) => return debug!("no stream header in time"),
+    };
+    let previewed = previews
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&header.name)
+        == Some(&header.port);
+    let answer = if !previewed {
+        Err(StreamAnswer::Refused {
+            reason: StreamRefusal::NotPreviewed,
+            message: format!("port {} is not previewed as {}", header.port, header.name),
+        })
+    } else {
+        connect_local(header.port)
+            .await
+            .map_err(|err| StreamAnswer::Refused {
+                reason: if err.kind() == io::ErrorKind::ConnectionRefused {
+                    StreamRefusal::ConnectionRefused
+                } else {
+                    StreamRefusal::ConnectFailed
+                },
+                message: format!("port {}: {err}", header.port),
+            })
+    };
+    let tcp = match answer {
+        Ok(tcp) => tcp,
+        Err(refusal) => {
+            let _ = write_frame(&mut send, &refusal).await;
+            let _ = send.finish();
+            return;
+        }
+    };
+    if write_frame(&mut send, &StreamAnswer::Accepted)
+        .await
+        .is_err()
+    {
+        return;
+    }
+    debug!(name = %header.name, port = %header.port, client = %header.client, "forwarding");
+    let mut tunnel = tokio::io::join(recv, send);
+    let mut tcp = tcp;
+    if let Err(err) = tokio::io::copy_bidirectional(&mut tunnel, &mut tcp).await {
+        debug!(%err, "stream ended");
+    }
+}
+
+/// A connection to the port on 127.0.0.1, or on ::1 when nothing listens
+/// on 127.0.0.1 (servers that bind `localhost` as IPv6 only). Never any
+/// other host.
+pub(crate) async fn connect_local(port: Port) -> io::Result<TcpStream> {
+    let v4 = connect_with_timeout((std::net::Ipv4Addr::LOCALHOST, port.get()).into()).await;
+    let stream = match v4 {
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+            connect_with_timeout((std::net::Ipv6Addr::LOCALHOST, port.get()).into())
+                .await
+                .map_err(|_| e)?
+        }
+        other => other?,
+    };
+    stream.set_nodelay(true)?;
+    Ok(stream)
+}
+
+async fn connect_with_timeout(addr: std::net::SocketAddr) -> io::Result<TcpStream> {
+    tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))?
+}
+
+/// Whether something accepts TCP connections on the port now.
+pub(crate) async fn is_listening(port: Port) -> bool {
+    matches!(
+        tokio::time::timeout(PROBE_TIMEOUT, connect_local(port)).await,
+        Ok(Ok(_))
+    )
+}
