@@ -1,0 +1,351 @@
+//! Real edges and agents on port 0, through the same library code their
+//! binaries run, and real curl against them.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use calvin_agent::api::PreviewCreated;
+use calvin_agent::control_client::{Answer, ControlClient};
+use calvin_agent::{Agent, EdgeAddress, control_api};
+use calvin_edge::{Edge, Limits, Listen, Settings};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// The preview domain of test edges: curl resolves `*.localhost` to
+/// loopback by itself, as browsers do.
+pub const DOMAIN: &str = "preview.localhost";
+
+/// The token of a test account (at least 32 characters, as the edge wants).
+pub fn token_for(account: &str) -> String {
+    format!("test-token-{account}-{}", "0".repeat(32))
+}
+
+pub struct EdgeOptions {
+    pub accounts: Vec<&'static str>,
+    pub limits: Limits,
+    /// Fixed addresses (https, http, quic); port 0 when `None`.
+    pub listen: Option<(SocketAddr, SocketAddr, SocketAddr)>,
+    /// Reuse the CA, certificate and reset key of an earlier edge.
+    pub state_dir: Option<PathBuf>,
+}
+
+impl Default for EdgeOptions {
+    fn default() -> Self {
+        Self {
+            accounts: vec!["alice", "bob"],
+            limits: Limits::default(),
+            listen: None,
+            state_dir: None,
+        }
+    }
+}
+
+/// A running edge.
+pub struct TestEdge {
+    pub https: SocketAddr,
+    pub http: SocketAddr,
+    pub quic: SocketAddr,
+    pub url_template: String,
+    pub state_dir: PathBuf,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestEdge {
+    pub async fn start() -> TestEdge {
+        Self::start_with(EdgeOptions::default()).await
+    }
+
+    pub async fn start_with(options: EdgeOptions) -> TestEdge {
+        let (dir, state_dir) = match options.state_dir {
+            Some(path) => (None, path),
+            None => {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let path = dir.path().join("edge");
+                (Some(dir), path)
+            }
+        };
+        let state = calvin_edge::dev::load_or_create(&state_dir, DOMAIN).expect("dev state");
+        let any: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+        let (https, http, quic) = options.listen.unwrap_or((any, any, any));
+        let settings = Settings {
+            domain: DOMAIN.into(),
+            public_url: None,
+            listen: Listen {
+                https: Some(https),
+                http: Some(http),
+                quic,
+            },
+            tls: state.tls.clone(),
+            accounts: options
+                .accounts
+                .iter()
+                .map(|a| (a.to_string(), token_for(a)))
+                .collect(),
+            limits: options.limits,
+            reset_key: state.reset_key,
+        };
+        let edge = Edge::bind(settings).await.expect("edge binds");
+        let bound = edge.bound().clone();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(edge.run(async {
+            let _ = stopped.await;
+        }));
+        TestEdge {
+            https: bound.https.expect("https bound"),
+            http: bound.http.expect("http bound"),
+            quic: bound.quic,
+            url_template: bound.url_template,
+            state_dir,
+            stop: Some(stop),
+            task: Some(task),
+            _dir: dir,
+        }
+    }
+
+    pub fn ca(&self) -> PathBuf {
+        self.state_dir.join(calvin_edge::dev::CA_FILE)
+    }
+
+    /// The HTTPS URL of a preview name.
+    pub fn url(&self, name: &str) -> String {
+        self.url_template.replace("{name}", name)
+    }
+
+    /// The plain-HTTP URL of a preview name.
+    pub fn http_url(&self, name: &str) -> String {
+        format!("http://{name}.{DOMAIN}:{}", self.http.port())
+    }
+
+    /// Graceful shutdown; returns when the edge has stopped.
+    pub async fn stop(mut self) {
+        self.shutdown().await;
+    }
+
+    /// Starts a graceful shutdown and returns the task that finishes it.
+    pub fn begin_stop(&mut self) -> JoinHandle<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.task.take().expect("edge running")
+    }
+
+    async fn shutdown(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for TestEdge {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// A running agent with its control API on a socket of its own.
+pub struct TestAgent {
+    pub agent: Agent,
+    pub socket: PathBuf,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<()>,
+    api: JoinHandle<()>,
+    _dir: tempfile::TempDir,
+}
+
+impl TestAgent {
+    /// An agent of `account` connected to `edge`.
+    pub async fn start(edge: &TestEdge, account: &str) -> TestAgent {
+        let agent = Self::spawn(edge, account).await;
+        agent
+            .agent
+            .wait_connected(Duration::from_secs(10))
+            .await
+            .expect("agent connects");
+        agent
+    }
+
+    /// An agent that is started but may not be connected yet.
+    pub async fn spawn(edge: &TestEdge, account: &str) -> TestAgent {
+        let address = EdgeAddress::new(&edge.quic.to_string(), Some(&edge.ca()), Some("localhost"))
+            .expect("edge address");
+        let agent = Agent::new(address, token_for(account));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let socket = dir.path().join("agent.sock");
+        let listener = control_api::bind(&socket).await.expect("control socket");
+        let api = tokio::spawn(control_api::serve(listener, agent.clone()));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let runner = agent.clone();
+        let task = tokio::spawn(async move {
+            runner
+                .run(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        TestAgent {
+            agent,
+            socket,
+            stop: Some(stop),
+            task,
+            api,
+            _dir: dir,
+        }
+    }
+
+    pub fn client(&self) -> ControlClient {
+        ControlClient::new(&self.socket)
+    }
+
+    /// `POST /v1/previews` through the control socket; panics on an error.
+    pub async fn preview(&self, port: u16, name: Option<&str>) -> PreviewCreated {
+        let answer = self.try_preview(port.into(), name).await;
+        answer
+            .parse()
+            .unwrap_or_else(|e| panic!("preview {port} {name:?}: {e:?}"))
+    }
+
+    pub async fn try_preview(&self, port: i64, name: Option<&str>) -> Answer {
+        self.client()
+            .preview(port, name.map(str::to_owned))
+            .await
+            .expect("control API answers")
+    }
+
+    /// Stops the agent: it closes its connection to the edge.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = (&mut self.task).await;
+        self.api.abort();
+    }
+}
+
+impl Drop for TestAgent {
+    fn drop(&mut self) {
+        self.task.abort();
+        self.api.abort();
+    }
+}
+
+/// What curl printed for one request.
+#[derive(Debug)]
+pub struct CurlOutput {
+    pub status: u16,
+    pub http_version: String,
+    /// Header lines of the final response, lower-cased names.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub stderr: String,
+}
+
+impl CurlOutput {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// Runs `curl -sS --cacert CA ARGS...` and returns the status, headers and
+/// body of the response.
+pub async fn curl(ca: &Path, args: &[&str]) -> CurlOutput {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let body = dir.path().join("body");
+    let headers = dir.path().join("headers");
+    let output = tokio::process::Command::new("curl")
+        .arg("-sS")
+        .arg("--cacert")
+        .arg(ca)
+        .arg("-o")
+        .arg(&body)
+        .arg("-D")
+        .arg(&headers)
+        .args(["-w", "%{http_code} %{http_version}"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("curl runs (install curl)");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let mut parts = stdout.split_whitespace();
+    let status = parts.next().and_then(|s| s.parse().ok()).unwrap_or(0);
+    let http_version = parts.next().unwrap_or("").to_owned();
+    let header_text = std::fs::read_to_string(&headers).unwrap_or_default();
+    // With 1xx answers curl writes several blocks; the last one is final.
+    let last_block = header_text
+        .split("\r\n\r\n")
+        .filter(|b| !b.trim().is_empty())
+        .last()
+        .unwrap_or("");
+    let headers = last_block
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    CurlOutput {
+        status,
+        http_version,
+        headers,
+        body: std::fs::read(&body).unwrap_or_default(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Retries `check` every 100 ms until it returns `Some` or `limit` passes.
+pub async fn eventually<T, F, Fut>(limit: Duration, mut check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(value) = check().await {
+            return Some(value);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A port on 127.0.0.1 where nothing listens (bound, then released).
+pub async fn silent_port() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+/// The path of a workspace binary, built by `cargo test --workspace`.
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    // target/<profile>/deps/<test> -> target/<profile>/<name>
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target directory");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run `cargo build --workspace --bins` (cargo test --workspace builds it)",
+        path.display()
+    );
+    path
+}

@@ -1,0 +1,10 @@
+//! calvin-tests: end-to-end tests of calvin. The real edge and agent run on
+//! port 0 (through the libraries their binaries run, or the binaries
+//! themselves), an [`origin::Origin`] plays the dev server, and real clients
+//! (curl, a WebSocket client) play the visitors.
+
+pub mod harness;
+pub mod origin;
+
+pub use harness::*;
+pub use origin::{Origin, pattern_bytes, sha256_hex};
