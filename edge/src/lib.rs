@@ -379,7 +379,16 @@ fn quic_endpoint(addr: SocketAddr, settings: &Settings) -> Result<quinn::Endpoin
     let server = tls::quic_config(&settings.tls).map_err(QuicBindError::Tls)?;
     let socket = udp_socket(addr).map_err(QuicBindError::Io)?;
     let reset_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &settings.reset_key);
-    let config = quinn::EndpointConfig::new(Arc::new(reset_key));
+    // quinn drops packets whose connection ID another generator key signed,
+    // without a reset; the key must outlive the process too.
+    let tag = ring::hmac::sign(&reset_key, b"calvin connection id key");
+    let mut cid_key = [0u8; 8];
+    cid_key.copy_from_slice(&tag.as_ref()[..8]);
+    let cid_key = u64::from_le_bytes(cid_key);
+    let mut config = quinn::EndpointConfig::new(Arc::new(reset_key));
+    config.cid_generator(move || {
+        Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
+    });
     quinn::Endpoint::new(config, Some(server), socket, Arc::new(quinn::TokioRuntime))
         .map_err(QuicBindError::Io)
 }

@@ -344,8 +344,9 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_ignored() {
-        let (msg, _) =
-            decode::<StreamAnswer>(&frame(r#"{"type":"accepted","later":true}"#)).unwrap().unwrap();
+        let (msg, _) = decode::<StreamAnswer>(&frame(r#"{"type":"accepted","later":true}"#))
+            .unwrap()
+            .unwrap();
         assert_eq!(msg, StreamAnswer::Accepted);
     }
 

@@ -94,7 +94,12 @@ mod tests {
     #[tokio::test]
     async fn clean_end_truncation_and_oversize() {
         let mut empty: &[u8] = &[];
-        assert!(read_frame::<StreamAnswer, _>(&mut empty).await.unwrap().is_none());
+        assert!(
+            read_frame::<StreamAnswer, _>(&mut empty)
+                .await
+                .unwrap()
+                .is_none()
+        );
 
         let mut cut: &[u8] = &[0, 0, 0, 10, b'{'];
         assert!(matches!(

@@ -130,10 +130,7 @@ pub enum EdgeMessage {
     Closed { id: u64, name: PreviewName },
     /// A request failed (`id` is that request's), or, with no `id`, the
     /// connection is failing as a whole.
-    Error {
-        id: Option<u64>,
-        failure: Failure,
-    },
+    Error { id: Option<u64>, failure: Failure },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

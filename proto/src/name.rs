@@ -22,9 +22,7 @@ pub enum NameError {
     Empty,
     #[error("a preview name is at most {MAX_NAME_LEN} characters (one DNS label); got {0}")]
     TooLong(usize),
-    #[error(
-        "a preview name may hold only letters a-z, digits and hyphens; {0:?} is not allowed"
-    )]
+    #[error("a preview name may hold only letters a-z, digits and hyphens; {0:?} is not allowed")]
     BadChar(char),
     #[error("a preview name cannot start or end with a hyphen")]
     EdgeHyphen,
@@ -121,13 +119,13 @@ const ADJECTIVES: [&str; 64] = [
 ];
 
 const NOUNS: [&str; 64] = [
-    "badger", "beaver", "bison", "bobcat", "condor", "coral", "crane", "dingo", "dolphin",
-    "eagle", "falcon", "ferret", "finch", "gecko", "gibbon", "heron", "ibis", "impala", "jackal",
-    "jaguar", "koala", "lemur", "lynx", "magpie", "marmot", "marten", "meerkat", "mink", "moose",
-    "narwhal", "newt", "ocelot", "orca", "osprey", "otter", "owl", "panda", "pelican", "puffin",
-    "quail", "rabbit", "raven", "robin", "salmon", "seal", "shrike", "sparrow", "stoat", "swan",
-    "tapir", "tern", "thrush", "tiger", "toucan", "trout", "turtle", "viper", "vole", "walrus",
-    "weasel", "whale", "wombat", "wren", "yak",
+    "badger", "beaver", "bison", "bobcat", "condor", "coral", "crane", "dingo", "dolphin", "eagle",
+    "falcon", "ferret", "finch", "gecko", "gibbon", "heron", "ibis", "impala", "jackal", "jaguar",
+    "koala", "lemur", "lynx", "magpie", "marmot", "marten", "meerkat", "mink", "moose", "narwhal",
+    "newt", "ocelot", "orca", "osprey", "otter", "owl", "panda", "pelican", "puffin", "quail",
+    "rabbit", "raven", "robin", "salmon", "seal", "shrike", "sparrow", "stoat", "swan", "tapir",
+    "tern", "thrush", "tiger", "toucan", "trout", "turtle", "viper", "vole", "walrus", "weasel",
+    "whale", "wombat", "wren", "yak",
 ];
 
 #[cfg(test)]
@@ -192,7 +190,11 @@ mod tests {
         // Every one of the 42 low bits changes the name.
         let base = PreviewName::from_entropy(0);
         for bit in 0..42 {
-            assert_ne!(PreviewName::from_entropy(1 << bit), base, "bit {bit} is unused");
+            assert_ne!(
+                PreviewName::from_entropy(1 << bit),
+                base,
+                "bit {bit} is unused"
+            );
         }
         // Bits above 42 are not used, so the name space is exactly 2^42.
         assert_eq!(PreviewName::from_entropy(1 << 42), base);

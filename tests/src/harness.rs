@@ -349,3 +349,99 @@ pub fn binary(name: &str) -> PathBuf {
     );
     path
 }
+
+/// A `calvin-*` binary running as a child process, killed when dropped.
+pub struct Process {
+    pub child: tokio::process::Child,
+    pub stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Process {
+    /// Starts `binary(name) ARGS`, stdout piped, stderr inherited.
+    pub fn start(name: &str, args: &[&str]) -> Process {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(binary(name))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {name}: {e}"));
+        let stdout = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+        Process { child, stdout }
+    }
+
+    /// Reads stdout lines until one starts with `prefix`; returns the rest
+    /// of that line.
+    pub async fn line_after(&mut self, prefix: &str) -> String {
+        let read = async {
+            while let Ok(Some(line)) = self.stdout.next_line().await {
+                if let Some(rest) = line.strip_prefix(prefix) {
+                    return Some(rest.trim().to_owned());
+                }
+            }
+            None
+        };
+        tokio::time::timeout(Duration::from_secs(60), read)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| panic!("no line starting with {prefix:?}"))
+    }
+
+    /// Sends a signal (`TERM`, `KILL`, ...) with kill(1).
+    pub async fn signal(&self, signal: &str) {
+        let pid = self.child.id().expect("running").to_string();
+        let status = tokio::process::Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .await
+            .expect("kill runs");
+        assert!(status.success());
+    }
+}
+
+/// `calvin-edge dev` as a process; fields are the addresses it printed.
+pub struct EdgeProcess {
+    pub process: Process,
+    pub https: SocketAddr,
+    pub http: SocketAddr,
+    pub quic: SocketAddr,
+    pub url_template: String,
+}
+
+impl EdgeProcess {
+    /// Starts `calvin-edge dev --state-dir DIR` on the given addresses
+    /// (port 0 for any) and reads the addresses it bound.
+    pub async fn start(state_dir: &Path, https: &str, http: &str, quic: &str) -> EdgeProcess {
+        let dir = state_dir.to_str().expect("utf-8 path");
+        let mut process = Process::start(
+            "calvin-edge",
+            &[
+                "dev",
+                "--state-dir",
+                dir,
+                "--https",
+                https,
+                "--http",
+                http,
+                "--quic",
+                quic,
+            ],
+        );
+        let addr = |s: String, suffix: &str| -> SocketAddr {
+            s.trim_end_matches(suffix).parse().expect("printed address")
+        };
+        let https = addr(process.line_after("listening https ").await, "/tcp");
+        let http = addr(process.line_after("listening http ").await, "/tcp");
+        let quic = addr(process.line_after("listening quic ").await, "/udp");
+        let url_template = process.line_after("previews ").await;
+        EdgeProcess {
+            process,
+            https,
+            http,
+            quic,
+            url_template,
+        }
+    }
+}

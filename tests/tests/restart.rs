@@ -1,0 +1,129 @@
+//! The edge goes away and comes back: the agent reconnects by itself and
+//! the same URL serves again.
+
+use std::time::{Duration, Instant};
+
+use calvin_tests::*;
+
+async fn serves(ca: &std::path::Path, url: &str) -> Option<()> {
+    let out = curl(ca, &["--max-time", "2", url]).await;
+    (out.status == 200 && out.text() == "hello from origin\n").then_some(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn graceful_edge_restart_same_url_serves_again_within_15_s() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let options = || EdgeOptions {
+        state_dir: Some(state.path().join("edge")),
+        ..Default::default()
+    };
+    let edge = TestEdge::start_with(options()).await;
+    let listen = (edge.https, edge.http, edge.quic);
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let created = agent.preview(origin.port, None).await;
+    let url = format!("{}/hello", created.url);
+    assert!(serves(&edge.ca(), &url).await.is_some());
+
+    edge.stop().await;
+    let down = curl(
+        &state.path().join("edge/ca.pem"),
+        &["--max-time", "2", &url],
+    )
+    .await;
+    assert_eq!(down.status, 0, "nothing answers while the edge is down");
+
+    let started = Instant::now();
+    let edge = TestEdge::start_with(EdgeOptions {
+        listen: Some(listen),
+        ..options()
+    })
+    .await;
+    let ca = edge.ca();
+    let back = eventually(Duration::from_secs(15), || serves(&ca, &url)).await;
+    assert!(back.is_some(), "the URL did not serve again within 15 s");
+    eprintln!(
+        "served again {:?} after the edge restarted",
+        started.elapsed()
+    );
+
+    // Under the same name, and the agent still lists it as before.
+    let list: calvin_agent::api::PreviewList = agent
+        .client()
+        .list()
+        .await
+        .expect("list")
+        .parse()
+        .expect("json");
+    assert!(list.connected);
+    assert_eq!(list.previews.len(), 1);
+    assert_eq!(list.previews[0].url, created.url);
+}
+
+/// The edge binary is killed (no goodbye to its agents) and started again
+/// on the same ports: the agent learns at once from the new edge's
+/// stateless reset, reconnects and registers its preview again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_edge_binary_restarts_and_the_agent_binary_reconnects_within_15_s() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let edge_dir = state.path().join("edge");
+    let any = "127.0.0.1:0";
+    let edge = EdgeProcess::start(&edge_dir, any, any, any).await;
+    let ca = edge_dir.join("ca.pem");
+
+    let socket = state.path().join("agent.sock");
+    let socket_arg = socket.to_str().expect("path");
+    let quic = edge.quic.to_string();
+    let token = edge_dir.join("agent.token");
+    let mut agent = Process::start(
+        "calvin-agent",
+        &[
+            "up",
+            "--edge",
+            &quic,
+            "--token-file",
+            token.to_str().expect("path"),
+            "--ca",
+            ca.to_str().expect("path"),
+            "--server-name",
+            "localhost",
+            "--socket",
+            socket_arg,
+        ],
+    );
+    agent.line_after("control socket ").await;
+    let origin = Origin::start().await;
+    let client = calvin_agent::control_client::ControlClient::new(&socket);
+    let created: calvin_agent::api::PreviewCreated =
+        eventually(Duration::from_secs(10), || async {
+            client
+                .preview(origin.port.into(), None)
+                .await
+                .ok()?
+                .parse()
+                .ok()
+        })
+        .await
+        .expect("the agent connects and previews");
+    let url = format!("{}/hello", created.url);
+    assert!(serves(&ca, &url).await.is_some());
+
+    edge.process.signal("KILL").await;
+    let (https, http) = (edge.https.to_string(), edge.http.to_string());
+    drop(edge);
+    let started = Instant::now();
+    let _edge = EdgeProcess::start(&edge_dir, &https, &http, &quic).await;
+    let back = eventually(Duration::from_secs(15), || serves(&ca, &url)).await;
+    assert!(back.is_some(), "the URL did not serve again within 15 s");
+    eprintln!(
+        "served again {:?} after the killed edge restarted",
+        started.elapsed()
+    );
+    agent.signal("TERM").await;
+    let status = tokio::time::timeout(Duration::from_secs(10), agent.child.wait())
+        .await
+        .expect("agent exits on SIGTERM")
+        .expect("status");
+    assert!(status.success());
+    assert!(!socket.exists(), "the agent removes its socket on exit");
+}
