@@ -1,0 +1,365 @@
+//! The binaries as a person runs them: `calvin-agent share --dev`, the
+//! daemon and its commands, `calvin-edge dev`, and SIGTERM.
+
+use std::time::{Duration, Instant};
+
+use calvin_agent::api::{PreviewCreated, PreviewList};
+use calvin_agent::control_client::ControlClient;
+use calvin_tests::*;
+
+/// Runs a `calvin-agent` command to completion.
+async fn agent_command(args: &[&str]) -> std::process::Output {
+    tokio::process::Command::new(binary("calvin-agent"))
+        .args(args)
+        .output()
+        .await
+        .expect("calvin-agent runs")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_dev_prints_a_url_that_serves() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let dir = state.path().join("dev");
+    let origin = Origin::start().await;
+    let port = origin.port.to_string();
+    let any = "127.0.0.1:0";
+    let mut share = Process::start(
+        "calvin-agent",
+        &[
+            "share",
+            &port,
+            "--dev",
+            "--state-dir",
+            dir.to_str().expect("path"),
+            "--https",
+            any,
+            "--http",
+            any,
+            "--quic",
+            any,
+        ],
+    );
+    let url = share.line_after("https://").await;
+    let url = format!("https://{url}");
+    assert!(url.contains(".preview.localhost:"), "{url}");
+    let out = curl(&dir.join("ca.pem"), &[&format!("{url}/hello")]).await;
+    assert_eq!(out.status, 200, "{out:?}");
+    assert_eq!(out.text(), "hello from origin\n");
+
+    share.signal("TERM").await;
+    let status = tokio::time::timeout(Duration::from_secs(10), share.child.wait())
+        .await
+        .expect("share stops on SIGTERM")
+        .expect("status");
+    assert!(status.success());
+    let out = curl(&dir.join("ca.pem"), &["--max-time", "2", &url]).await;
+    assert_eq!(out.status, 0, "nothing serves after share stops");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_dev_on_a_silent_port_says_so() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let dir = state.path().join("dev");
+    let port = silent_port().await.to_string();
+    let any = "127.0.0.1:0";
+    let child = tokio::process::Command::new(binary("calvin-agent"))
+        .args(["share", &port, "--name", "later", "--dev", "--state-dir"])
+        .arg(&dir)
+        .args(["--https", any, "--http", any, "--quic", any])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("share");
+    let mut stderr = tokio::io::BufReader::new(child.stderr.expect("stderr"));
+    let said = tokio::time::timeout(Duration::from_secs(30), async {
+        use tokio::io::AsyncBufReadExt;
+        let mut line = String::new();
+        while stderr.read_line(&mut line).await.unwrap_or(0) > 0 {
+            if line.contains("nothing is listening") {
+                return line;
+            }
+            line.clear();
+        }
+        line
+    })
+    .await
+    .expect("share reports the silent port");
+    assert_eq!(
+        said.trim(),
+        format!("nothing is listening on port {port} yet; the URL works once something does")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn daemon_commands_print_the_apis_json() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let edge_dir = state.path().join("edge");
+    let edge = EdgeProcess::start(&edge_dir, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0").await;
+    let socket = state.path().join("agent.sock");
+    let socket = socket.to_str().expect("path");
+    let mut up = Process::start(
+        "calvin-agent",
+        &[
+            "up",
+            "--edge",
+            &edge.quic.to_string(),
+            "--token-file",
+            edge_dir.join("agent.token").to_str().expect("path"),
+            "--ca",
+            edge_dir.join("ca.pem").to_str().expect("path"),
+            "--server-name",
+            "localhost",
+            "--socket",
+            socket,
+        ],
+    );
+    up.line_after("control socket ").await;
+    let mode = std::fs::metadata(socket).expect("socket").permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o600
+    );
+
+    let origin = Origin::start().await;
+    let port = origin.port.to_string();
+    let created: PreviewCreated = eventually(Duration::from_secs(10), || async {
+        let out = agent_command(&[
+            "preview", &port, "--name", "cli-web", "--json", "--socket", socket,
+        ])
+        .await;
+        out.status
+            .success()
+            .then(|| serde_json::from_slice(&out.stdout).expect("JSON"))
+    })
+    .await
+    .expect("preview --json");
+    assert_eq!(created.name, "cli-web");
+    assert!(created.listening);
+    assert_eq!(created.url, edge.url_template.replace("{name}", "cli-web"));
+    let out = curl(
+        &edge_dir.join("ca.pem"),
+        &[&format!("{}/hello", created.url)],
+    )
+    .await;
+    assert_eq!(out.status, 200);
+
+    // Without --json: the URL alone on stdout.
+    let out = agent_command(&["preview", &port, "--socket", socket]).await;
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("{}\n", created.url)
+    );
+
+    // ls --json is exactly what the API answers.
+    let out = agent_command(&["ls", "--json", "--socket", socket]).await;
+    assert!(out.status.success());
+    let api = ControlClient::new(std::path::Path::new(socket))
+        .list()
+        .await
+        .expect("list");
+    assert_eq!(out.stdout, [api.body.as_ref(), b"\n"].concat());
+    let list: PreviewList = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(list.previews.len(), 1);
+    assert_eq!(list.previews[0].port, origin.port);
+    let out = agent_command(&["ls", "--socket", socket]).await;
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("cli-web") && table.contains(&created.url),
+        "{table}"
+    );
+
+    // Errors: a clear message and a failing status.
+    let out = agent_command(&["preview", "0", "--socket", socket]).await;
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "calvin-agent: port must be 1 to 65535; got 0"
+    );
+    let out = agent_command(&["unpreview", "nope", "--socket", socket]).await;
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim(),
+        "calvin-agent: no preview named nope"
+    );
+
+    let out = agent_command(&["unpreview", "cli-web", "--socket", socket]).await;
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "unpreviewed cli-web\n"
+    );
+    let out = curl(&edge_dir.join("ca.pem"), &[&created.url]).await;
+    assert_eq!(out.status, 404);
+
+    // A second daemon on the same socket refuses to start.
+    let out = agent_command(&[
+        "up",
+        "--edge",
+        &edge.quic.to_string(),
+        "--token-file",
+        edge_dir.join("agent.token").to_str().expect("path"),
+        "--socket",
+        socket,
+    ])
+    .await;
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("another calvin-agent already serves"),
+        "{out:?}"
+    );
+
+    // No daemon: the commands say how to start one.
+    let missing = state.path().join("missing.sock");
+    let out = agent_command(&["ls", "--socket", missing.to_str().expect("path")]).await;
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is `calvin-agent up` running?"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_edge_reuses_its_state_and_names_the_flag_of_a_taken_port() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let dir = state.path().join("dev");
+    let any = "127.0.0.1:0";
+    let first = EdgeProcess::start(&dir, any, any, any).await;
+    let ca = std::fs::read(dir.join("ca.pem")).expect("ca.pem");
+    let token = std::fs::read(dir.join("agent.token")).expect("agent.token");
+    assert_eq!(token.len(), 65, "256-bit token as hex and a newline");
+
+    // Each listener's address, when taken, is named with the flag that moves it.
+    for (flag, taken) in [
+        ("--https", first.https),
+        ("--http", first.http),
+        ("--quic", first.quic),
+    ] {
+        let taken = taken.to_string();
+        let mut args = vec!["dev", "--state-dir", dir.to_str().expect("path")];
+        for f in ["--https", "--http", "--quic"] {
+            args.extend([f, if f == flag { taken.as_str() } else { any }]);
+        }
+        let out = tokio::process::Command::new(binary("calvin-edge"))
+            .args(&args)
+            .output()
+            .await
+            .expect("runs");
+        assert!(!out.status.success(), "{flag}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("pass {flag} ADDR")),
+            "{flag}: {stderr}"
+        );
+        assert!(stderr.contains(&taken), "{flag}: {stderr}");
+    }
+    drop(first);
+
+    let _second = EdgeProcess::start(&dir, any, any, any).await;
+    assert_eq!(
+        std::fs::read(dir.join("ca.pem")).expect("ca"),
+        ca,
+        "CA reused"
+    );
+    assert_eq!(
+        std::fs::read(dir.join("agent.token")).expect("token"),
+        token,
+        "token reused"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_in_flight_requests_finish_then_exits() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let edge_dir = state.path().join("edge");
+    let any = "127.0.0.1:0";
+    let edge = EdgeProcess::start(&edge_dir, any, any, any).await;
+    let socket = state.path().join("agent.sock");
+    let _up = Process::start(
+        "calvin-agent",
+        &[
+            "up",
+            "--edge",
+            &edge.quic.to_string(),
+            "--token-file",
+            edge_dir.join("agent.token").to_str().expect("path"),
+            "--ca",
+            edge_dir.join("ca.pem").to_str().expect("path"),
+            "--server-name",
+            "localhost",
+            "--socket",
+            socket.to_str().expect("path"),
+        ],
+    );
+    let origin = Origin::start().await;
+    let client = ControlClient::new(&socket);
+    let created: PreviewCreated = eventually(Duration::from_secs(10), || async {
+        client
+            .preview(origin.port.into(), None)
+            .await
+            .ok()?
+            .parse()
+            .ok()
+    })
+    .await
+    .expect("preview");
+
+    let ca = edge_dir.join("ca.pem");
+    let slow_url = format!("{}/slow?ms=2000", created.url);
+    let in_flight = tokio::spawn({
+        let ca = ca.clone();
+        async move { curl(&ca, &[&slow_url]).await }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut edge = edge;
+    let signalled = Instant::now();
+    edge.process.signal("TERM").await;
+
+    // New visitors are turned away while the request in flight finishes.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let late = curl(&ca, &["--max-time", "2", &created.url]).await;
+    assert_eq!(late.status, 0, "a new connection after SIGTERM is refused");
+
+    let out = in_flight.await.expect("curl task");
+    assert_eq!(out.status, 200, "{out:?}");
+    assert_eq!(out.text(), "slow\n");
+    let status = tokio::time::timeout(Duration::from_secs(10), edge.process.child.wait())
+        .await
+        .expect("edge exits after draining")
+        .expect("status");
+    assert!(status.success());
+    assert!(
+        signalled.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        signalled.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grace_period_caps_the_drain() {
+    let mut edge = TestEdge::start_with(EdgeOptions {
+        limits: calvin_edge::Limits {
+            grace_period_secs: 1,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let created = agent.preview(origin.port, None).await;
+    let ca = edge.ca();
+    let url = format!("{}/slow?ms=10000", created.url);
+    let in_flight = tokio::spawn(async move { curl(&ca, &[&url]).await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    edge.begin_stop().await.expect("edge task");
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(4),
+        "stopped after {took:?} with a 1 s grace period"
+    );
+    let out = in_flight.await.expect("curl task");
+    assert_ne!(
+        out.status, 200,
+        "the 10 s request was cut at the grace period"
+    );
+}
