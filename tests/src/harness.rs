@@ -173,11 +173,27 @@ impl TestAgent {
         agent
     }
 
+    /// An agent of any edge, connected.
+    pub async fn start_to(quic: SocketAddr, ca: &Path, token: &str) -> TestAgent {
+        let agent = Self::spawn_to(quic, ca, token).await;
+        agent
+            .agent
+            .wait_connected(Duration::from_secs(10))
+            .await
+            .expect("agent connects");
+        agent
+    }
+
     /// An agent that is started but may not be connected yet.
     pub async fn spawn(edge: &TestEdge, account: &str) -> TestAgent {
-        let address = EdgeAddress::new(&edge.quic.to_string(), Some(&edge.ca()), Some("localhost"))
-            .expect("edge address");
-        let agent = Agent::new(address, token_for(account));
+        Self::spawn_to(edge.quic, &edge.ca(), &token_for(account)).await
+    }
+
+    /// An agent of any edge: its QUIC address, CA and a token.
+    pub async fn spawn_to(quic: SocketAddr, ca: &Path, token: &str) -> TestAgent {
+        let address =
+            EdgeAddress::new(&quic.to_string(), Some(ca), Some("localhost")).expect("edge address");
+        let agent = Agent::new(address, token.to_owned());
         let dir = tempfile::tempdir().expect("tempdir");
         let socket = dir.path().join("agent.sock");
         let listener = control_api::bind(&socket).await.expect("control socket");

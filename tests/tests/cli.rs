@@ -363,3 +363,139 @@ async fn grace_period_caps_the_drain() {
         "the 10 s request was cut at the grace period"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_runs_a_configured_edge_with_accounts_from_token_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // A certificate and key from files, as an operator would have them.
+    let certs = calvin_edge::dev::load_or_create(&dir.path().join("certs"), DOMAIN).expect("certs");
+    let team_a = token_for("team-a");
+    std::fs::write(dir.path().join("team-a.token"), format!("{team_a}\n")).expect("token");
+    let config = dir.path().join("edge.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"domain = "{DOMAIN}"
+state_dir = "{state}"
+public_url = "https://{{name}}.{DOMAIN}:1234"
+
+[listen]
+https = "127.0.0.1:0"
+http = "127.0.0.1:0"
+quic = "127.0.0.1:0"
+
+[tls]
+cert_file = "{cert}"
+key_file = "{key}"
+
+[[accounts]]
+name = "team-a"
+token_file = "{token_file}"
+
+[[accounts]]
+name = "team-b"
+token = "{team_b}"
+
+[limits]
+grace_period_secs = 5
+max_previews_per_account = 2
+"#,
+            state = dir.path().join("state").display(),
+            cert = dir.path().join("certs/edge.pem").display(),
+            key = dir.path().join("certs/edge.key").display(),
+            token_file = dir.path().join("team-a.token").display(),
+            team_b = token_for("team-b"),
+        ),
+    )
+    .expect("config");
+    let mut edge = Process::start(
+        "calvin-edge",
+        &["serve", "--config", config.to_str().expect("path")],
+    );
+    let https: std::net::SocketAddr = edge
+        .line_after("listening https ")
+        .await
+        .trim_end_matches("/tcp")
+        .parse()
+        .expect("addr");
+    edge.line_after("listening http ").await;
+    let quic: std::net::SocketAddr = edge
+        .line_after("listening quic ")
+        .await
+        .trim_end_matches("/udp")
+        .parse()
+        .expect("addr");
+    assert_eq!(
+        edge.line_after("previews ").await,
+        format!("https://{{name}}.{DOMAIN}:1234")
+    );
+    let ca = certs.ca_path();
+
+    let a = TestAgent::spawn_to(quic, &ca, &team_a).await;
+    a.agent
+        .wait_connected(Duration::from_secs(10))
+        .await
+        .expect("team-a connects");
+    let origin = Origin::start().await;
+    let created = a.preview(origin.port, Some("ops")).await;
+    assert_eq!(
+        created.url,
+        format!("https://ops.{DOMAIN}:1234"),
+        "the configured public URL"
+    );
+    let url = format!("https://ops.{DOMAIN}:{}/hello", https.port());
+    let out = curl(&ca, &[&url]).await;
+    assert_eq!(out.status, 200, "{out:?}");
+
+    // The configured cap: two previews, and a third is refused with its reason.
+    a.preview(silent_port().await, Some("two")).await;
+    let answer = a
+        .try_preview(silent_port().await.into(), Some("three"))
+        .await;
+    assert_eq!(answer.status, 429);
+    let err: calvin_agent::api::ApiError = serde_json::from_slice(&answer.body).expect("json");
+    assert_eq!(
+        err.error,
+        "this account already has 2 previews, the most it may have"
+    );
+
+    // The other account cannot take the name; an unknown token is refused.
+    let b = TestAgent::start_to(quic, &ca, &token_for("team-b")).await;
+    assert_eq!(
+        b.try_preview(origin.port.into(), Some("ops")).await.status,
+        409
+    );
+    let stranger = TestAgent::spawn_to(quic, &ca, &token_for("nobody")).await;
+    let refused = stranger.agent.wait_connected(Duration::from_secs(10)).await;
+    assert_eq!(
+        refused,
+        Err("the edge refused this agent: the edge does not know this token".into())
+    );
+    edge.signal("TERM").await;
+    let status = tokio::time::timeout(Duration::from_secs(10), edge.child.wait())
+        .await
+        .expect("exits")
+        .expect("status");
+    assert!(status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_names_what_is_wrong_in_the_config() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("edge.toml");
+    std::fs::write(
+        &config,
+        "domain = \"d.example\"\nstate_dir = \"/tmp\"\nlisten_port = 1\n",
+    )
+    .expect("write");
+    let out = tokio::process::Command::new(binary("calvin-edge"))
+        .args(["serve", "--config"])
+        .arg(&config)
+        .output()
+        .await
+        .expect("runs");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unknown field `listen_port`"), "{err}");
+    assert!(err.contains(config.to_str().expect("path")), "{err}");
+}

@@ -622,3 +622,49 @@ async fn ls_lists_names_ports_and_urls() {
     assert_eq!(list.previews[0].port, s.origin.port);
     assert_eq!(list.previews[0].url, s.url);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_name_given_again_with_another_port_moves_there() {
+    let edge = TestEdge::start().await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let first = Origin::start().await;
+    let created = agent.preview(silent_port().await, Some("moving")).await;
+    assert!(!created.listening);
+    let moved = agent.preview(first.port, Some("moving")).await;
+    assert_eq!(moved.url, created.url);
+    assert!(moved.listening);
+    let out = curl(&edge.ca(), &[&format!("{}/hello", moved.url)]).await;
+    assert_eq!(out.status, 200, "{out:?}");
+    let list: PreviewList = agent
+        .client()
+        .list()
+        .await
+        .expect("list")
+        .parse()
+        .expect("json");
+    assert_eq!(list.previews.len(), 1);
+    assert_eq!(list.previews[0].port, first.port);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn preview_without_an_edge_is_a_clear_503() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let edge = TestEdge::start_with(EdgeOptions {
+        state_dir: Some(state.path().join("edge")),
+        ..Default::default()
+    })
+    .await;
+    let quic = edge.quic;
+    let ca = edge.ca();
+    edge.stop().await;
+    let agent = TestAgent::spawn_to(quic, &ca, &token_for("alice")).await;
+    let answer = agent.try_preview(8000, None).await;
+    let (status, err) = api_error(answer).await;
+    assert_eq!((status, err.code.as_str()), (503, "not_connected"));
+    assert!(
+        err.error
+            .starts_with(&format!("not connected to the edge at {quic}")),
+        "{}",
+        err.error
+    );
+}

@@ -1,0 +1,224 @@
+//! The agent against an edge that asks for things it should not: a fake
+//! edge speaks the protocol to a real agent and opens streams with crafted
+//! headers. The agent forwards only to the ports it previews, under their
+//! names, on loopback.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use calvin_agent::{Agent, EdgeAddress};
+use calvin_proto::io::{read_frame, write_frame};
+use calvin_proto::{
+    AgentMessage, EdgeMessage, Port, Preview, PreviewName, StreamAnswer, StreamHeader,
+    StreamRefusal, Welcome,
+};
+use calvin_tests::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A fake edge: answers the agent's hello and open requests like the real
+/// one, and hands the test the agent's connection.
+async fn fake_edge() -> (Agent, quinn::Connection, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = calvin_edge::dev::load_or_create(dir.path(), DOMAIN).expect("state");
+    let server = calvin_edge::tls::quic_config(&state.tls).expect("quic config");
+    let endpoint =
+        quinn::Endpoint::server(server, "127.0.0.1:0".parse().expect("addr")).expect("endpoint");
+    let addr = endpoint.local_addr().expect("addr");
+    let edge = EdgeAddress::new(&addr.to_string(), Some(&state.ca_path()), Some("localhost"))
+        .expect("address");
+    let agent = Agent::new(edge, "any-token".into());
+    let runner = agent.clone();
+    tokio::spawn(async move { runner.run(std::future::pending()).await });
+
+    let conn = endpoint
+        .accept()
+        .await
+        .expect("incoming")
+        .await
+        .expect("handshake");
+    let (mut send, mut recv) = conn.accept_bi().await.expect("control stream");
+    let Some(AgentMessage::Hello(_)) = read_frame(&mut recv).await.expect("hello") else {
+        panic!("expected a hello");
+    };
+    let welcome = Welcome {
+        account: "fake".into(),
+        domain: DOMAIN.into(),
+        url_template: "https://{name}.preview.localhost".into(),
+        restored: vec![],
+        rejected: vec![],
+    };
+    write_frame(&mut send, &EdgeMessage::Welcome(welcome))
+        .await
+        .expect("welcome");
+    tokio::spawn(async move {
+        let _endpoint = endpoint;
+        while let Ok(Some(msg)) = read_frame::<AgentMessage, _>(&mut recv).await {
+            let answer = match msg {
+                AgentMessage::Open { id, port, name } => EdgeMessage::Opened {
+                    id,
+                    preview: Preview {
+                        name: name.unwrap_or_else(|| PreviewName::parse("fake").expect("name")),
+                        port,
+                    },
+                },
+                AgentMessage::Close { id, name } => EdgeMessage::Closed { id, name },
+                AgentMessage::Hello(_) => return,
+            };
+            if write_frame(&mut send, &answer).await.is_err() {
+                return;
+            }
+        }
+    });
+    agent
+        .wait_connected(Duration::from_secs(10))
+        .await
+        .expect("agent connects to the fake edge");
+    (agent, conn, dir)
+}
+
+/// Opens a data stream as the edge would and returns the agent's answer
+/// and the stream.
+async fn ask(
+    conn: &quinn::Connection,
+    name: &str,
+    port: u16,
+) -> (StreamAnswer, quinn::SendStream, quinn::RecvStream) {
+    let (mut send, mut recv) = conn.open_bi().await.expect("stream");
+    let header = StreamHeader {
+        name: PreviewName::parse(name).expect("name"),
+        port: Port::try_from(port).expect("port"),
+        client: "198.51.100.1:1234".parse().expect("addr"),
+    };
+    write_frame(&mut send, &header).await.expect("header");
+    let answer = tokio::time::timeout(Duration::from_secs(10), read_frame(&mut recv))
+        .await
+        .expect("an answer in time")
+        .expect("a frame")
+        .expect("not the end");
+    (answer, send, recv)
+}
+
+/// A TCP server that counts the connections it accepts and answers each
+/// with `reply`.
+async fn counting_server(bind: SocketAddr, reply: &'static [u8]) -> (u16, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind(bind).await.expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let _ = stream.write_all(reply).await;
+            });
+        }
+    });
+    (port, accepted)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_previewed_ports_under_their_own_names_are_forwarded() {
+    let (agent, conn, _dir) = fake_edge().await;
+    let loopback: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+    let (previewed, previewed_hits) = counting_server(loopback, b"previewed\n").await;
+    let (other, other_hits) = counting_server(loopback, b"secret\n").await;
+    let web = PreviewName::parse("web").expect("name");
+    agent
+        .preview(Port::try_from(previewed).expect("port"), Some(web))
+        .await
+        .expect("preview");
+
+    // The edge asks for a port that is not previewed: refused, never dialled.
+    let (answer, ..) = ask(&conn, "web", other).await;
+    assert_eq!(
+        answer,
+        StreamAnswer::Refused {
+            reason: StreamRefusal::NotPreviewed,
+            message: format!("port {other} is not previewed as web"),
+        }
+    );
+    // A previewed port under a name it is not previewed as: refused too.
+    let (answer, ..) = ask(&conn, "other-name", previewed).await;
+    assert!(matches!(
+        answer,
+        StreamAnswer::Refused {
+            reason: StreamRefusal::NotPreviewed,
+            ..
+        }
+    ));
+    assert_eq!(other_hits.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        previewed_hits.load(Ordering::SeqCst),
+        1,
+        "only the preview probe"
+    );
+
+    // The right name and port: accepted, and the bytes are the server's.
+    let (answer, _send, mut recv) = ask(&conn, "web", previewed).await;
+    assert_eq!(answer, StreamAnswer::Accepted);
+    let mut got = Vec::new();
+    AsyncReadExt::read_to_end(&mut recv, &mut got)
+        .await
+        .expect("read");
+    assert_eq!(got, b"previewed\n");
+    assert_eq!(other_hits.load(Ordering::SeqCst), 0);
+
+    // After unpreview the port is refused again.
+    agent
+        .unpreview(&PreviewName::parse("web").expect("name"))
+        .await
+        .expect("unpreview");
+    let (answer, ..) = ask(&conn, "web", previewed).await;
+    assert!(matches!(
+        answer,
+        StreamAnswer::Refused {
+            reason: StreamRefusal::NotPreviewed,
+            ..
+        }
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_on_ipv6_loopback_only_is_reached() {
+    let (agent, conn, _dir) = fake_edge().await;
+    let (port, hits) = counting_server("[::1]:0".parse().expect("addr"), b"over ::1\n").await;
+    let created = agent
+        .preview(Port::try_from(port).expect("port"), None)
+        .await
+        .expect("preview");
+    assert!(
+        created.listening,
+        "a server on ::1 only counts as listening"
+    );
+    let (answer, _send, mut recv) = ask(&conn, &created.name, port).await;
+    assert_eq!(answer, StreamAnswer::Accepted);
+    let mut got = Vec::new();
+    AsyncReadExt::read_to_end(&mut recv, &mut got)
+        .await
+        .expect("read");
+    assert_eq!(got, b"over ::1\n");
+    assert_eq!(hits.load(Ordering::SeqCst), 2, "the probe and the stream");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_listening_is_refused_as_such() {
+    let (agent, conn, _dir) = fake_edge().await;
+    let port = silent_port().await;
+    agent
+        .preview(Port::try_from(port).expect("port"), None)
+        .await
+        .expect("preview");
+    let (answer, ..) = ask(&conn, "fake", port).await;
+    assert!(
+        matches!(
+            answer,
+            StreamAnswer::Refused {
+                reason: StreamRefusal::ConnectionRefused,
+                ..
+            }
+        ),
+        "{answer:?}"
+    );
+}
