@@ -9,10 +9,6 @@ use rustls::RootCertStore;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 
-/// QUIC keep-alive; the edge uses the same, so either side notices a dead
-/// peer within three intervals.
-const KEEP_ALIVE: Duration = Duration::from_secs(5);
-const IDLE_TIMEOUT: Duration = Duration::from_secs(15);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Upstream connections the edge may have open to this agent at once.
 pub const MAX_UPSTREAM_STREAMS: u32 = 1024;
@@ -175,17 +171,9 @@ fn client_config(roots: RootCertStore) -> Result<quinn::ClientConfig, TransportE
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(crypto)
         .map_err(|e| TransportError::Tls(e.to_string()))?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-    let mut transport = quinn::TransportConfig::default();
-    transport
-        .keep_alive_interval(Some(KEEP_ALIVE))
-        .max_idle_timeout(Some(
-            IDLE_TIMEOUT
-                .try_into()
-                .map_err(|_| TransportError::Tls("idle timeout out of range".into()))?,
-        ))
-        .max_concurrent_bidi_streams(MAX_UPSTREAM_STREAMS.into())
-        .max_concurrent_uni_streams(0u32.into());
-    config.transport_config(Arc::new(transport));
+    config.transport_config(Arc::new(calvin_edge::tls::transport_config(
+        MAX_UPSTREAM_STREAMS,
+    )));
     Ok(config)
 }
 

@@ -2,7 +2,6 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use rustls::crypto::CryptoProvider;
 use rustls_pki_types::pem::PemObject;
@@ -78,13 +77,21 @@ pub fn https_config(tls: &TlsMaterial) -> Result<rustls::ServerConfig, TlsError>
     Ok(config)
 }
 
-/// QUIC keep-alive, so both sides notice a dead peer in three intervals.
-pub const KEEP_ALIVE: Duration = Duration::from_secs(5);
-/// A connection with no traffic for this long is dead.
-pub const IDLE_TIMEOUT: Duration = Duration::from_secs(15);
 /// Bidi streams an agent may open towards the edge: the control stream and
 /// spare. Stream slots cost memory on every idle connection.
 const AGENT_STREAMS: u32 = 4;
+
+/// The QUIC transport both sides use: the protocol's keep-alive and idle
+/// timeout, `bidi_streams` streams the peer may open, no uni streams.
+pub fn transport_config(bidi_streams: u32) -> quinn::TransportConfig {
+    let mut transport = quinn::TransportConfig::default();
+    transport
+        .keep_alive_interval(Some(calvin_proto::KEEP_ALIVE_INTERVAL))
+        .max_idle_timeout(quinn::IdleTimeout::try_from(calvin_proto::IDLE_TIMEOUT).ok())
+        .max_concurrent_bidi_streams(bidi_streams.into())
+        .max_concurrent_uni_streams(0u32.into());
+    transport
+}
 
 /// The QUIC listener's configuration for agents (ALPN `calvin/1`).
 pub fn quic_config(tls: &TlsMaterial) -> Result<quinn::ServerConfig, TlsError> {
@@ -96,16 +103,6 @@ pub fn quic_config(tls: &TlsMaterial) -> Result<quinn::ServerConfig, TlsError> {
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
         .map_err(|e| TlsError::Quic(e.to_string()))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    let mut transport = quinn::TransportConfig::default();
-    transport
-        .keep_alive_interval(Some(KEEP_ALIVE))
-        .max_idle_timeout(Some(
-            IDLE_TIMEOUT
-                .try_into()
-                .map_err(|_| TlsError::Quic("idle timeout out of range".into()))?,
-        ))
-        .max_concurrent_bidi_streams(AGENT_STREAMS.into())
-        .max_concurrent_uni_streams(0u32.into());
-    config.transport_config(Arc::new(transport));
+    config.transport_config(Arc::new(transport_config(AGENT_STREAMS)));
     Ok(config)
 }

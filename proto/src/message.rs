@@ -23,6 +23,11 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// The QUIC ALPN of the agent<->edge protocol.
 pub const ALPN: &[u8] = b"calvin/1";
 
+/// Both sides send QUIC keep-alives this often...
+pub const KEEP_ALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
+/// ...and take a connection silent for three intervals as dead.
+pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// A TCP port a preview forwards to: 1..=65535.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "u16", into = "u16")]

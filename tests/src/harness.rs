@@ -461,3 +461,28 @@ impl EdgeProcess {
         }
     }
 }
+
+/// `calvin-agent up` against a `calvin-edge dev` whose state is in
+/// `edge_dir`, with its control socket at `socket`; returns once the socket
+/// is served.
+pub async fn agent_up(edge_dir: &Path, quic: SocketAddr, socket: &Path) -> Process {
+    let path = |p: PathBuf| p.to_str().expect("utf-8 path").to_owned();
+    let mut up = Process::start(
+        "calvin-agent",
+        &[
+            "up",
+            "--edge",
+            &quic.to_string(),
+            "--token-file",
+            &path(edge_dir.join("agent.token")),
+            "--ca",
+            &path(edge_dir.join("ca.pem")),
+            "--server-name",
+            "localhost",
+            "--socket",
+            &path(socket.to_owned()),
+        ],
+    );
+    up.line_after("control socket ").await;
+    up
+}

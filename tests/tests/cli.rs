@@ -96,25 +96,9 @@ async fn daemon_commands_print_the_apis_json() {
     let state = tempfile::tempdir().expect("tempdir");
     let edge_dir = state.path().join("edge");
     let edge = EdgeProcess::start(&edge_dir, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0").await;
-    let socket = state.path().join("agent.sock");
-    let socket = socket.to_str().expect("path");
-    let mut up = Process::start(
-        "calvin-agent",
-        &[
-            "up",
-            "--edge",
-            &edge.quic.to_string(),
-            "--token-file",
-            edge_dir.join("agent.token").to_str().expect("path"),
-            "--ca",
-            edge_dir.join("ca.pem").to_str().expect("path"),
-            "--server-name",
-            "localhost",
-            "--socket",
-            socket,
-        ],
-    );
-    up.line_after("control socket ").await;
+    let socket_path = state.path().join("agent.sock");
+    let _up = agent_up(&edge_dir, edge.quic, &socket_path).await;
+    let socket = socket_path.to_str().expect("path");
     let mode = std::fs::metadata(socket).expect("socket").permissions();
     assert_eq!(
         std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
@@ -273,22 +257,7 @@ async fn sigterm_lets_in_flight_requests_finish_then_exits() {
     let any = "127.0.0.1:0";
     let edge = EdgeProcess::start(&edge_dir, any, any, any).await;
     let socket = state.path().join("agent.sock");
-    let _up = Process::start(
-        "calvin-agent",
-        &[
-            "up",
-            "--edge",
-            &edge.quic.to_string(),
-            "--token-file",
-            edge_dir.join("agent.token").to_str().expect("path"),
-            "--ca",
-            edge_dir.join("ca.pem").to_str().expect("path"),
-            "--server-name",
-            "localhost",
-            "--socket",
-            socket.to_str().expect("path"),
-        ],
-    );
+    let _up = agent_up(&edge_dir, edge.quic, &socket).await;
     let origin = Origin::start().await;
     let client = ControlClient::new(&socket);
     let created: PreviewCreated = eventually(Duration::from_secs(10), || async {

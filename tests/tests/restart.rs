@@ -72,26 +72,8 @@ async fn killed_edge_binary_restarts_and_the_agent_binary_reconnects_within_15_s
     let ca = edge_dir.join("ca.pem");
 
     let socket = state.path().join("agent.sock");
-    let socket_arg = socket.to_str().expect("path");
+    let mut agent = agent_up(&edge_dir, edge.quic, &socket).await;
     let quic = edge.quic.to_string();
-    let token = edge_dir.join("agent.token");
-    let mut agent = Process::start(
-        "calvin-agent",
-        &[
-            "up",
-            "--edge",
-            &quic,
-            "--token-file",
-            token.to_str().expect("path"),
-            "--ca",
-            ca.to_str().expect("path"),
-            "--server-name",
-            "localhost",
-            "--socket",
-            socket_arg,
-        ],
-    );
-    agent.line_after("control socket ").await;
     let origin = Origin::start().await;
     let client = calvin_agent::control_client::ControlClient::new(&socket);
     let created: calvin_agent::api::PreviewCreated =
