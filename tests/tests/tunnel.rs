@@ -188,6 +188,10 @@ async fn events_arrive_when_written_whatever_the_content_type() {
 }
 
 fn tls_client(ca: &std::path::Path) -> tokio_rustls::TlsConnector {
+    tokio_rustls::TlsConnector::from(tls_client_config(ca))
+}
+
+fn tls_client_config(ca: &std::path::Path) -> Arc<rustls::ClientConfig> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
@@ -199,7 +203,7 @@ fn tls_client(ca: &std::path::Path) -> tokio_rustls::TlsConnector {
         .expect("versions")
         .with_root_certificates(roots)
         .with_no_client_auth();
-    tokio_rustls::TlsConnector::from(Arc::new(config))
+    Arc::new(config)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -667,4 +671,126 @@ async fn preview_without_an_edge_is_a_clear_503() {
         "{}",
         err.error
     );
+}
+
+async fn get_text<B>(sender: &mut B, host: &str, path: &str, h2: bool) -> (u16, String)
+where
+    B: SendsRequests,
+{
+    use http_body_util::BodyExt;
+    let mut req = http::Request::builder().uri(path);
+    req = if h2 {
+        req.uri(format!("https://{host}{path}"))
+    } else {
+        req.header(http::header::HOST, host)
+    };
+    let req = req
+        .body(http_body_util::Empty::<bytes::Bytes>::new())
+        .expect("request");
+    let response = sender.send(req).await;
+    let status = response.status().as_u16();
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// hyper's HTTP/1 and HTTP/2 senders, for one test helper.
+trait SendsRequests {
+    fn send(
+        &mut self,
+        req: http::Request<http_body_util::Empty<bytes::Bytes>>,
+    ) -> impl std::future::Future<Output = http::Response<hyper::body::Incoming>>;
+}
+
+impl SendsRequests
+    for hyper::client::conn::http1::SendRequest<http_body_util::Empty<bytes::Bytes>>
+{
+    async fn send(
+        &mut self,
+        req: http::Request<http_body_util::Empty<bytes::Bytes>>,
+    ) -> http::Response<hyper::body::Incoming> {
+        self.send_request(req).await.expect("response")
+    }
+}
+
+impl SendsRequests
+    for hyper::client::conn::http2::SendRequest<http_body_util::Empty<bytes::Bytes>>
+{
+    async fn send(
+        &mut self,
+        req: http::Request<http_body_util::Empty<bytes::Bytes>>,
+    ) -> http::Response<hyper::body::Incoming> {
+        self.send_request(req).await.expect("response")
+    }
+}
+
+/// Browsers reuse one HTTP/2 connection for every name under a wildcard
+/// certificate, and keep-alive HTTP/1.1 clients may change Host between
+/// requests: each request is routed by its own authority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_request_is_routed_by_its_own_host() {
+    let edge = TestEdge::start().await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let port = silent_port().await;
+    agent.preview(origin.port, Some("live")).await;
+    agent.preview(port, Some("quiet")).await;
+    let live = format!("live.{DOMAIN}:{}", edge.https.port());
+    let quiet = format!("quiet.{DOMAIN}:{}", edge.https.port());
+    let quiet_text = format!("preview quiet: nothing is listening on port {port}\n");
+
+    // One HTTP/2 connection, opened for the first name.
+    let tcp = tokio::net::TcpStream::connect(edge.https)
+        .await
+        .expect("tcp");
+    let mut tls_config = (*tls_client_config(&edge.ca())).clone();
+    tls_config.alpn_protocols = vec![b"h2".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(tls_config));
+    let server_name =
+        rustls_pki_types::ServerName::try_from(format!("live.{DOMAIN}")).expect("name");
+    let tls = connector.connect(server_name, tcp).await.expect("tls");
+    let (mut h2, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .expect("h2 handshake");
+    tokio::spawn(conn);
+    for _ in 0..2 {
+        assert_eq!(
+            get_text(&mut h2, &live, "/hello", true).await,
+            (200, "hello from origin\n".into())
+        );
+        assert_eq!(
+            get_text(&mut h2, &quiet, "/hello", true).await,
+            (502, quiet_text.clone())
+        );
+        let (status, text) = get_text(&mut h2, &format!("nope.{DOMAIN}"), "/", true).await;
+        assert_eq!((status, text.as_str()), (404, "no preview named nope\n"));
+    }
+
+    // One HTTP/1.1 keep-alive connection whose Host changes.
+    let tcp = tokio::net::TcpStream::connect(edge.http)
+        .await
+        .expect("tcp");
+    let (mut h1, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+        .await
+        .expect("h1 handshake");
+    tokio::spawn(conn);
+    let live = format!("live.{DOMAIN}");
+    let quiet = format!("quiet.{DOMAIN}");
+    for _ in 0..2 {
+        assert_eq!(
+            get_text(&mut h1, &live, "/hello", false).await,
+            (200, "hello from origin\n".into())
+        );
+        assert_eq!(
+            get_text(&mut h1, &quiet, "/hello", false).await,
+            (502, quiet_text.clone())
+        );
+    }
 }
