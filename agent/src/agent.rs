@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -210,6 +209,9 @@ impl Agent {
             .open_bi()
             .await
             .map_err(|e| ConnectError::NoAnswer(e.to_string()))?;
+        // No preview or unpreview between the snapshot the hello carries and
+        // the welcome's answer to it, so neither is lost or undone.
+        let _op = self.shared.ops.lock().await;
         let held: Vec<Preview> = self
             .previews()
             .iter()
@@ -249,7 +251,7 @@ impl Agent {
         self.apply_welcome(&welcome);
 
         let (calls, requests) = mpsc::channel(64);
-        tokio::spawn(control_loop(send, recv, requests));
+        tokio::spawn(control_loop(conn.clone(), send, recv, requests));
         tokio::spawn(forward::accept_streams(
             conn.clone(),
             self.shared.previews.clone(),
@@ -409,7 +411,10 @@ impl Link {
 }
 
 /// Sends control requests one at a time and matches each answer by id.
+/// When the control stream fails, the connection goes too, so the agent
+/// reconnects rather than keep a connection it cannot control.
 async fn control_loop(
+    conn: quinn::Connection,
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
     mut calls: mpsc::Receiver<Call>,
@@ -445,19 +450,15 @@ async fn control_loop(
         let lost = matches!(result, Err(PreviewError::Lost));
         let _ = call.reply.send(result);
         if lost {
+            conn.close(0u32.into(), b"control stream failed");
             return;
         }
     }
 }
 
-/// For tests and logs: the address of the edge this agent dials.
 impl Agent {
+    /// The edge this agent dials.
     pub fn edge(&self) -> &EdgeAddress {
         &self.shared.edge
-    }
-
-    /// The local address of the current connection, if connected.
-    pub fn remote(&self) -> Option<SocketAddr> {
-        self.link().ok().map(|l| l.conn.remote_address())
     }
 }

@@ -20,6 +20,8 @@ pub enum ClientError {
     },
     #[error("the agent's answer was cut: {0}")]
     Http(#[from] hyper::Error),
+    #[error("{path} is served by another user (uid {uid}); not talking to it")]
+    Stranger { path: PathBuf, uid: u32 },
 }
 
 /// A raw answer: the status and the JSON exactly as the agent sent it.
@@ -77,6 +79,16 @@ impl ControlClient {
                     path: self.socket.clone(),
                     source,
                 })?;
+        let me = rustix::process::getuid().as_raw();
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == me => {}
+            other => {
+                return Err(ClientError::Stranger {
+                    path: self.socket.clone(),
+                    uid: other.map_or(u32::MAX, |c| c.uid()),
+                });
+            }
+        }
         let (mut sender, conn) =
             hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
         tokio::spawn(conn);

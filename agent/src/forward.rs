@@ -4,6 +4,7 @@
 use std::io;
 use std::time::Duration;
 
+use calvin_edge::tunnel_stream::TunnelStream;
 use calvin_proto::io::{read_frame, write_frame};
 use calvin_proto::{Port, StreamAnswer, StreamHeader, StreamRefusal};
 use tokio::net::TcpStream;
@@ -79,10 +80,14 @@ async fn serve_stream(
         return;
     }
     debug!(name = %header.name, port = %header.port, client = %header.client, "forwarding");
-    let mut tunnel = tokio::io::join(recv, send);
+    let mut tunnel = TunnelStream::new(recv, send);
     let mut tcp = tcp;
     if let Err(err) = tokio::io::copy_bidirectional(&mut tunnel, &mut tcp).await {
-        debug!(%err, "stream ended");
+        // A reset on either side is passed on as a reset, never as a clean
+        // end that would make a cut-off transfer look complete.
+        debug!(%err, "stream cut off");
+        tunnel.abort();
+        let _ = tcp.set_zero_linger();
     }
 }
 

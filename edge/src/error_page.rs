@@ -22,6 +22,8 @@ pub enum EdgeError {
     NotListening(PreviewName, Port),
     /// The origin did not answer in time.
     Timeout(PreviewName, Port, u64),
+    /// The agent did not answer a new connection in time.
+    AgentNotAnswering(PreviewName, u64),
     /// The tunnel or the origin failed otherwise.
     BadGateway(PreviewName, String),
 }
@@ -33,7 +35,7 @@ impl EdgeError {
             Self::AgentOffline(_) | Self::NotListening(..) | Self::BadGateway(..) => {
                 StatusCode::BAD_GATEWAY
             }
-            Self::Timeout(..) => StatusCode::GATEWAY_TIMEOUT,
+            Self::Timeout(..) | Self::AgentNotAnswering(..) => StatusCode::GATEWAY_TIMEOUT,
         }
     }
 
@@ -45,6 +47,7 @@ impl EdgeError {
             Self::AgentOffline(_) => "agent-offline",
             Self::NotListening(..) => "not-listening",
             Self::Timeout(..) => "upstream-timeout",
+            Self::AgentNotAnswering(..) => "agent-not-answering",
             Self::BadGateway(..) => "bad-gateway",
         }
     }
@@ -61,6 +64,9 @@ impl EdgeError {
             }
             Self::Timeout(n, port, secs) => {
                 format!("preview {n}: the server on port {port} did not answer within {secs} s")
+            }
+            Self::AgentNotAnswering(n, secs) => {
+                format!("preview {n}: the computer serving it did not answer within {secs} s")
             }
             Self::BadGateway(n, why) => format!("preview {n}: {why}"),
         }
@@ -164,6 +170,7 @@ mod tests {
         assert_eq!(EdgeError::AgentOffline(n.clone()).status(), 502);
         assert_eq!(EdgeError::NotListening(n.clone(), p).status(), 502);
         assert_eq!(EdgeError::Timeout(n.clone(), p, 5).status(), 504);
+        assert_eq!(EdgeError::AgentNotAnswering(n.clone(), 5).status(), 504);
         assert_eq!(EdgeError::BadGateway(n, "x".into()).status(), 502);
     }
 

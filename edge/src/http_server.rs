@@ -1,18 +1,24 @@
 //! The visitors' side: HTTPS (HTTP/2 and HTTP/1.1 by ALPN) and plain HTTP
-//! listeners, both serving the same routing.
+//! (HTTP/1.1, or HTTP/2 with prior knowledge) listeners, both serving the
+//! same routing.
+//!
+//! The protocol is chosen before hyper sees the connection (ALPN, or the
+//! HTTP/2 preface within the header timeout), so a connection that sends
+//! nothing is closed by the header timeout like a slow one.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, warn};
 
@@ -20,31 +26,46 @@ use crate::proxy::{Proxy, Scheme};
 
 /// How long a visitor has to finish the TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// HTTP/2 pings on an idle connection, and how long an answer may take.
+const H2_KEEP_ALIVE: Duration = Duration::from_secs(20);
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 pub(crate) struct HttpServer {
-    pub proxy: Arc<Proxy>,
-    pub builder: auto::Builder<TokioExecutor>,
+    proxy: Arc<Proxy>,
+    h1: http1::Builder,
+    h2: http2::Builder<TokioExecutor>,
+    header_read_timeout: Duration,
 }
+
+/// Held by every connection task; the edge drains until all are dropped.
+pub(crate) type DrainGuard = mpsc::Sender<()>;
 
 impl HttpServer {
     pub fn new(proxy: Arc<Proxy>, header_read_timeout: Duration) -> Self {
-        let mut builder = auto::Builder::new(TokioExecutor::new());
-        builder
-            .http1()
-            .timer(TokioTimer::new())
+        let mut h1 = http1::Builder::new();
+        h1.timer(TokioTimer::new())
             .header_read_timeout(header_read_timeout);
-        builder.http2().timer(TokioTimer::new());
-        Self { proxy, builder }
+        let mut h2 = http2::Builder::new(TokioExecutor::new());
+        h2.timer(TokioTimer::new())
+            .keep_alive_interval(H2_KEEP_ALIVE)
+            .keep_alive_timeout(H2_KEEP_ALIVE);
+        Self {
+            proxy,
+            h1,
+            h2,
+            header_read_timeout,
+        }
     }
 
-    /// Accepts visitors until `stop` turns true; each connection is watched
-    /// by `graceful` so a shutdown lets its requests finish.
+    /// Accepts visitors until `stop` turns true. Each connection holds a
+    /// clone of `drain` until it ends; on `stop` it finishes its requests
+    /// and closes.
     pub async fn accept(
         self: Arc<Self>,
         listener: TcpListener,
         tls: Option<TlsAcceptor>,
-        graceful: Arc<GracefulShutdown>,
         mut stop: watch::Receiver<bool>,
+        drain: DrainGuard,
     ) {
         loop {
             let accepted = tokio::select! {
@@ -62,26 +83,51 @@ impl HttpServer {
             };
             let _ = stream.set_nodelay(true);
             let server = self.clone();
-            let watcher = graceful.watcher();
-            match tls.clone() {
-                None => {
-                    tokio::spawn(server.serve(stream, peer, Scheme::Http, watcher));
+            let (stop, drain, tls) = (stop.clone(), drain.clone(), tls.clone());
+            tokio::spawn(async move {
+                match tls {
+                    None => server.serve_plain(stream, peer, stop, drain).await,
+                    Some(acceptor) => server.serve_tls(acceptor, stream, peer, stop, drain).await,
                 }
-                Some(acceptor) => {
-                    tokio::spawn(async move {
-                        match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream))
-                            .await
-                        {
-                            Ok(Ok(stream)) => {
-                                server.serve(stream, peer, Scheme::Https, watcher).await;
-                            }
-                            Ok(Err(err)) => debug!(%peer, %err, "TLS handshake failed"),
-                            Err(_) => debug!(%peer, "TLS handshake timed out"),
-                        }
-                    });
-                }
-            }
+            });
         }
+    }
+
+    async fn serve_plain(
+        self: Arc<Self>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        stop: watch::Receiver<bool>,
+        drain: DrainGuard,
+    ) {
+        let h2 = match tokio::time::timeout(self.header_read_timeout, starts_with_preface(&stream))
+            .await
+        {
+            Ok(Ok(h2)) => h2,
+            Ok(Err(err)) => return debug!(%peer, %err, "visitor connection failed"),
+            Err(_) => return debug!(%peer, "no request in time"),
+        };
+        self.serve(stream, peer, Scheme::Http, h2, stop, drain)
+            .await;
+    }
+
+    async fn serve_tls(
+        self: Arc<Self>,
+        acceptor: TlsAcceptor,
+        stream: TcpStream,
+        peer: SocketAddr,
+        stop: watch::Receiver<bool>,
+        drain: DrainGuard,
+    ) {
+        let stream =
+            match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(stream)) => stream,
+                Ok(Err(err)) => return debug!(%peer, %err, "TLS handshake failed"),
+                Err(_) => return debug!(%peer, "TLS handshake timed out"),
+            };
+        let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+        self.serve(stream, peer, Scheme::Https, h2, stop, drain)
+            .await;
     }
 
     async fn serve<S>(
@@ -89,7 +135,9 @@ impl HttpServer {
         stream: S,
         peer: SocketAddr,
         scheme: Scheme,
-        watcher: hyper_util::server::graceful::Watcher,
+        h2: bool,
+        stop: watch::Receiver<bool>,
+        _drain: DrainGuard,
     ) where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -98,11 +146,53 @@ impl HttpServer {
             let proxy = proxy.clone();
             async move { Ok::<_, Infallible>(proxy.handle(req, peer, scheme).await) }
         });
-        let conn = self
-            .builder
-            .serve_connection_with_upgrades(TokioIo::new(stream), service);
-        if let Err(err) = watcher.watch(conn).await {
+        let io = TokioIo::new(stream);
+        let ended = if h2 {
+            let conn = self.h2.serve_connection(io, service);
+            until_stopped(conn, stop, |c| c.graceful_shutdown()).await
+        } else {
+            let conn = self.h1.serve_connection(io, service).with_upgrades();
+            until_stopped(conn, stop, |c| c.graceful_shutdown()).await
+        };
+        if let Err(err) = ended {
             debug!(%peer, %err, "visitor connection ended");
         }
+    }
+}
+
+/// Drives a connection; once `stop` turns true, asks it to finish its
+/// requests and close, and waits for that.
+async fn until_stopped<C, T>(
+    conn: C,
+    mut stop: watch::Receiver<bool>,
+    graceful_shutdown: impl FnOnce(Pin<&mut C>),
+) -> T
+where
+    C: Future<Output = T>,
+{
+    tokio::pin!(conn);
+    tokio::select! {
+        ended = conn.as_mut() => return ended,
+        _ = stop.wait_for(|s| *s) => {}
+    }
+    graceful_shutdown(conn.as_mut());
+    conn.await
+}
+
+/// Whether a plain connection opens with the HTTP/2 preface. Anything that
+/// does not start like it is HTTP/1; a partial preface waits for the rest.
+async fn starts_with_preface(stream: &TcpStream) -> std::io::Result<bool> {
+    let mut buf = [0u8; H2_PREFACE.len()];
+    loop {
+        let n = stream.peek(&mut buf).await?;
+        if n == 0 || buf[..n] != H2_PREFACE[..n] {
+            return Ok(false);
+        }
+        if n == H2_PREFACE.len() {
+            return Ok(true);
+        }
+        // Only an HTTP/2 client (or an attacker) gets here; the caller's
+        // timeout bounds the wait.
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }

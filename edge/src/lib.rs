@@ -17,10 +17,12 @@ pub mod error_page;
 pub mod host;
 mod http_server;
 pub mod proxy;
+mod request_body;
 pub mod route_table;
 mod state_files;
 pub mod tls;
 pub mod tunnel;
+pub mod tunnel_stream;
 pub mod upstream;
 
 use std::fmt;
@@ -29,10 +31,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::server::graceful::GracefulShutdown;
 use serde::Deserialize;
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
 
@@ -77,8 +78,16 @@ pub struct Limits {
     pub grace_period_secs: u64,
     /// An origin gets this long to send its response head (504 after).
     pub upstream_timeout_secs: u64,
-    /// An agent gets this long to answer a new upstream stream.
+    /// An agent gets this long to answer a new upstream stream; longer
+    /// than the QUIC idle timeout (15 s), so a request to an agent that died
+    /// silently ends as "offline".
     pub upstream_connect_timeout_secs: u64,
+    /// An idle upstream connection is closed after this long.
+    pub upstream_idle_timeout_secs: u64,
+    /// Idle upstream connections kept per preview and per agent; the
+    /// agent's share stays well under its 1,024 streams.
+    pub upstream_max_idle_per_preview: usize,
+    pub upstream_max_idle_per_agent: usize,
     /// A name stays reserved to its account this long after unpreview or
     /// disconnect.
     pub name_lease_secs: u64,
@@ -94,7 +103,10 @@ impl Default for Limits {
         Self {
             grace_period_secs: 30,
             upstream_timeout_secs: 100,
-            upstream_connect_timeout_secs: 10,
+            upstream_connect_timeout_secs: 20,
+            upstream_idle_timeout_secs: 60,
+            upstream_max_idle_per_preview: 128,
+            upstream_max_idle_per_agent: 256,
             name_lease_secs: 7 * 86_400,
             max_previews_per_account: 100,
             hello_timeout_secs: 10,
@@ -222,7 +234,9 @@ impl Edge {
             url_template: bound.url_template.clone(),
             upstream: Arc::new(UpstreamSettings {
                 connect_timeout: Duration::from_secs(limits.upstream_connect_timeout_secs),
-                ..UpstreamSettings::default()
+                max_idle_per_preview: limits.upstream_max_idle_per_preview,
+                max_idle_per_agent: limits.upstream_max_idle_per_agent,
+                idle_timeout: Duration::from_secs(limits.upstream_idle_timeout_secs),
             }),
             hello_timeout: Duration::from_secs(limits.hello_timeout_secs),
         });
@@ -256,24 +270,25 @@ impl Edge {
     /// and returns.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
         let (stop_tx, stop) = watch::channel(false);
-        let graceful = Arc::new(GracefulShutdown::new());
+        let (drain, mut drained) = mpsc::channel::<()>(1);
         let mut loops = Vec::new();
         if let Some((listener, acceptor)) = self.https {
             loops.push(tokio::spawn(self.server.clone().accept(
                 listener,
                 Some(acceptor),
-                graceful.clone(),
                 stop.clone(),
+                drain.clone(),
             )));
         }
         if let Some(listener) = self.http {
             loops.push(tokio::spawn(self.server.clone().accept(
                 listener,
                 None,
-                graceful.clone(),
                 stop.clone(),
+                drain.clone(),
             )));
         }
+        drop(drain);
         let agents = tokio::spawn(tunnel::accept_agents(
             self.endpoint.clone(),
             self.hub.clone(),
@@ -298,10 +313,11 @@ impl Edge {
             let _ = accept_loop.await;
         }
         let _ = agents.await;
-        if let Some(graceful) = Arc::into_inner(graceful)
-            && tokio::time::timeout(self.grace, graceful.shutdown())
-                .await
-                .is_err()
+        // Every visitor connection holds a drain sender; recv ends when the
+        // last one has finished.
+        if tokio::time::timeout(self.grace, drained.recv())
+            .await
+            .is_err()
         {
             warn!("grace period over; closing the remaining connections");
         }

@@ -9,13 +9,15 @@ use bytes::Bytes;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{Either, Full};
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
 use tracing::debug;
 
 use crate::error_page::EdgeError;
 use crate::host;
+use crate::request_body::RequestBody;
 use crate::route_table::{Lookup, RouteTable};
+use crate::tunnel_stream::TunnelStream;
 use crate::upstream::{Upstream, UpstreamError};
 
 /// What the edge answers with: an origin's streaming body or its own page.
@@ -92,9 +94,27 @@ impl Proxy {
         let upgrade = requested_upgrade(&req);
         let visitor_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut req));
         rewrite_request(&mut req, &host, peer, scheme, upgrade.clone());
+        let (mut parts, incoming) = req.into_parts();
+        let (body, body_end) = RequestBody::new(incoming);
+        if !body.is_end_stream() && body.size_hint().exact().is_none() {
+            // hyper sends no body for a GET of unknown length unless the
+            // framing says there is one.
+            parts.headers.insert(
+                header::TRANSFER_ENCODING,
+                HeaderValue::from_static("chunked"),
+            );
+        }
+        let req = Request::from_parts(parts, body);
 
-        let sent = tokio::time::timeout(self.response_timeout, upstream.send(req, peer)).await;
-        let mut response = match sent {
+        // The origin's time to answer runs from the end of the upload: an
+        // upload of any length is not cut by it.
+        let sent = upstream.send(req, peer);
+        tokio::pin!(sent);
+        let answered = tokio::select! {
+            answered = &mut sent => Ok(answered),
+            () = body_end.wait() => tokio::time::timeout(self.response_timeout, &mut sent).await,
+        };
+        let mut response = match answered {
             Err(_) => {
                 return Err(EdgeError::Timeout(
                     name,
@@ -109,6 +129,7 @@ impl Proxy {
         // The origin's HTTP version is its own; the visitor's connection has
         // its own version, which hyper writes.
         *response.version_mut() = Version::default();
+        drop_zone_cookies(response.headers_mut(), &host, &self.domain);
         let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
         let accepted_upgrade = response.headers().get(header::UPGRADE).cloned();
         strip_hop_by_hop(response.headers_mut());
@@ -132,16 +153,61 @@ impl Proxy {
 
 fn upstream_error(upstream: &Upstream, err: UpstreamError) -> EdgeError {
     let name = upstream.name().clone();
+    if upstream.agent_gone() {
+        return EdgeError::AgentOffline(name);
+    }
     match err {
         UpstreamError::AgentOffline => EdgeError::AgentOffline(name),
         UpstreamError::NotListening(port) => EdgeError::NotListening(name, port),
-        UpstreamError::ConnectTimeout(secs) => EdgeError::Timeout(name, upstream.port(), secs),
+        UpstreamError::ConnectTimeout(secs) => EdgeError::AgentNotAnswering(name, secs),
         UpstreamError::Http(e) => EdgeError::BadGateway(
             name,
             format!("the server on port {} failed: {e}", upstream.port()),
         ),
         other => EdgeError::BadGateway(name, other.to_string()),
     }
+}
+
+/// Drops `Set-Cookie` headers whose `Domain` is not the preview's own host:
+/// one preview must not set cookies that every other preview of the zone
+/// (another account's, too) would receive.
+fn drop_zone_cookies(headers: &mut HeaderMap, host: &str, domain: &str) {
+    let own_host = host
+        .rsplit_once(':')
+        .map_or(host, |(h, _)| h)
+        .trim_end_matches('.')
+        .to_ascii_lowercase();
+    let cookies: Vec<HeaderValue> = headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .cloned()
+        .collect();
+    if cookies.is_empty() {
+        return;
+    }
+    headers.remove(header::SET_COOKIE);
+    for cookie in cookies {
+        let scoped_elsewhere = cookie_domain(&cookie).is_some_and(|d| d != own_host);
+        if scoped_elsewhere {
+            debug!(%domain, "dropped a Set-Cookie scoped beyond the preview");
+        } else {
+            headers.append(header::SET_COOKIE, cookie);
+        }
+    }
+}
+
+/// The `Domain` attribute of a Set-Cookie value, lower-cased, without a
+/// leading dot. An unreadable value counts as scoped elsewhere.
+fn cookie_domain(cookie: &HeaderValue) -> Option<String> {
+    let Ok(text) = cookie.to_str() else {
+        return Some(String::new());
+    };
+    text.split(';').skip(1).find_map(|attr| {
+        let (key, value) = attr.split_once('=')?;
+        key.trim()
+            .eq_ignore_ascii_case("domain")
+            .then(|| value.trim().trim_start_matches('.').to_ascii_lowercase())
+    })
 }
 
 /// The protocol an HTTP/1.1 request asks to upgrade to, if it asks.
@@ -261,7 +327,8 @@ fn canonical_ip(ip: IpAddr) -> IpAddr {
 }
 
 /// Copies bytes both ways between an upgraded visitor connection and the
-/// upgraded upstream connection until either side ends.
+/// upgraded upstream connection until either side ends. A failure on
+/// either side cuts the other off too (a reset, not a clean end).
 async fn splice_upgraded(visitor: hyper::upgrade::OnUpgrade, origin: hyper::upgrade::OnUpgrade) {
     let (visitor, origin) = match tokio::try_join!(visitor, origin) {
         Ok(pair) => pair,
@@ -271,9 +338,25 @@ async fn splice_upgraded(visitor: hyper::upgrade::OnUpgrade, origin: hyper::upgr
         }
     };
     let mut visitor = TokioIo::new(visitor);
-    let mut origin = TokioIo::new(origin);
-    if let Err(err) = tokio::io::copy_bidirectional(&mut visitor, &mut origin).await {
-        debug!(%err, "upgraded connection ended");
+    let parts = match origin.downcast::<TokioIo<TunnelStream>>() {
+        Ok(parts) => parts,
+        Err(_) => {
+            debug!("upgraded upstream is not a tunnel stream");
+            return;
+        }
+    };
+    let mut tunnel = parts.io.into_inner();
+    if !parts.read_buf.is_empty()
+        && tokio::io::AsyncWriteExt::write_all(&mut visitor, &parts.read_buf)
+            .await
+            .is_err()
+    {
+        tunnel.abort();
+        return;
+    }
+    if let Err(err) = tokio::io::copy_bidirectional(&mut visitor, &mut tunnel).await {
+        debug!(%err, "upgraded connection cut off");
+        tunnel.abort();
     }
 }
 

@@ -15,7 +15,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::accounts::{AccountId, Accounts};
 use crate::route_table::{ClaimError, RouteId, RouteTable};
-use crate::upstream::{Upstream, UpstreamSettings};
+use crate::upstream::{AgentLink, Upstream, UpstreamSettings};
 
 /// QUIC application close codes the edge uses.
 pub mod close_code {
@@ -96,9 +96,11 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
         return refuse(&conn, &mut send, why).await;
     };
     tracing::Span::current().record("account", account.as_str());
+    let link = AgentLink::new(conn.clone(), hub.upstream.clone());
     let mut session = Session {
         hub,
         conn,
+        link,
         account,
         held: HashMap::new(),
     };
@@ -137,6 +139,7 @@ async fn refuse(conn: &quinn::Connection, send: &mut quinn::SendStream, why: Fai
 struct Session {
     hub: Arc<AgentHub>,
     conn: quinn::Connection,
+    link: Arc<AgentLink>,
     account: AccountId,
     held: HashMap<PreviewName, RouteId>,
 }
@@ -208,12 +211,7 @@ impl Session {
 
     fn open(&mut self, name: Option<PreviewName>, port: Port) -> Result<Preview, Failure> {
         let claimed = self.hub.routes.claim(name, &self.account, |name, _| {
-            Upstream::new(
-                name.clone(),
-                port,
-                self.conn.clone(),
-                self.hub.upstream.clone(),
-            )
+            Upstream::new(name.clone(), port, self.link.clone())
         });
         match claimed {
             Ok((name, id)) => {

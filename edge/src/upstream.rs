@@ -4,11 +4,14 @@
 //! The pool belongs to the route, not to a host key: when a name is taken
 //! down or moves to another agent, its route and pool go with it, so a
 //! pooled connection can never serve a request for the binding that
-//! replaced it.
+//! replaced it. Idle connections expire, and an agent's previews share one
+//! idle budget well under the agent's stream limit, so idle connections can
+//! never take the streams that new requests need.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use calvin_proto::io::{read_frame, write_frame};
 use calvin_proto::{Port, PreviewName, StreamAnswer, StreamHeader, StreamRefusal};
@@ -18,26 +21,22 @@ use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use tracing::debug;
 
-/// Timeouts and sizes of the upstream side.
+use crate::request_body::RequestBody;
+use crate::tunnel_stream::TunnelStream;
+
+/// Timeouts and sizes of the upstream side (from [`crate::Limits`]).
 #[derive(Debug, Clone)]
 pub struct UpstreamSettings {
     /// Time for the agent to answer a new stream (it connects to the port
-    /// meanwhile).
+    /// meanwhile). Longer than the QUIC idle timeout, so a request to an
+    /// agent that died silently ends as "offline", not as a timeout.
     pub connect_timeout: Duration,
-    /// Idle connections kept per preview.
-    pub max_idle: usize,
+    /// Idle connections kept per preview...
+    pub max_idle_per_preview: usize,
+    /// ...and per agent, over all its previews.
+    pub max_idle_per_agent: usize,
     /// How long an idle connection is kept.
     pub idle_timeout: Duration,
-}
-
-impl Default for UpstreamSettings {
-    fn default() -> Self {
-        Self {
-            connect_timeout: Duration::from_secs(10),
-            max_idle: 128,
-            idle_timeout: Duration::from_secs(60),
-        }
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -46,7 +45,7 @@ pub enum UpstreamError {
     AgentOffline,
     #[error("nothing is listening on port {0}")]
     NotListening(Port),
-    #[error("the agent refused: {0}")]
+    #[error("{0}")]
     Refused(String),
     #[error("the agent did not answer within {0} s")]
     ConnectTimeout(u64),
@@ -56,33 +55,72 @@ pub enum UpstreamError {
     Http(#[from] hyper::Error),
 }
 
+/// One agent connection, as its previews' upstreams share it.
+pub struct AgentLink {
+    conn: quinn::Connection,
+    settings: Arc<UpstreamSettings>,
+    /// Idle upstream connections over all of this agent's previews.
+    idle: AtomicUsize,
+}
+
+impl AgentLink {
+    pub fn new(conn: quinn::Connection, settings: Arc<UpstreamSettings>) -> Arc<Self> {
+        Arc::new(Self {
+            conn,
+            settings,
+            idle: AtomicUsize::new(0),
+        })
+    }
+
+    /// Idle upstream connections this agent holds now.
+    pub fn idle(&self) -> usize {
+        self.idle.load(Ordering::Relaxed)
+    }
+
+    /// Counts one more idle connection, unless the budget is spent.
+    fn reserve_idle(&self) -> bool {
+        let max = self.settings.max_idle_per_agent;
+        self.idle
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    fn release_idle(&self, n: usize) {
+        self.idle.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
 /// One preview's upstream: where it goes and its idle connections.
 pub struct Upstream {
     name: PreviewName,
     port: Port,
-    conn: quinn::Connection,
-    settings: Arc<UpstreamSettings>,
+    link: Arc<AgentLink>,
     idle: Mutex<Vec<Idle>>,
+    next_idle_id: AtomicU64,
 }
 
 struct Idle {
-    sender: SendRequest<Incoming>,
-    since: Instant,
+    id: u64,
+    sender: SendRequest<RequestBody>,
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        let idle = self.idle.get_mut().unwrap_or_else(|e| e.into_inner());
+        self.link.release_idle(idle.len());
+    }
 }
 
 impl Upstream {
-    pub fn new(
-        name: PreviewName,
-        port: Port,
-        conn: quinn::Connection,
-        settings: Arc<UpstreamSettings>,
-    ) -> Arc<Self> {
+    pub fn new(name: PreviewName, port: Port, link: Arc<AgentLink>) -> Arc<Self> {
         Arc::new(Self {
             name,
             port,
-            conn,
-            settings,
+            link,
             idle: Mutex::new(Vec::new()),
+            next_idle_id: AtomicU64::new(0),
         })
     }
 
@@ -94,13 +132,27 @@ impl Upstream {
         self.port
     }
 
+    /// Whether the agent's connection has ended.
+    pub fn agent_gone(&self) -> bool {
+        self.link.conn.close_reason().is_some()
+    }
+
+    /// Idle connections of this preview now.
+    pub fn idle_count(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Sends `req` to the origin and returns its response head; the body
     /// streams. Uses an idle connection when one is ready, else opens one
     /// for `client`. A request that an idle connection could not even start
     /// (the origin had closed it) is sent again on the next.
     pub async fn send(
         self: &Arc<Self>,
-        mut req: Request<Incoming>,
+        mut req: Request<RequestBody>,
         client: SocketAddr,
     ) -> Result<Response<Incoming>, UpstreamError> {
         while let Some(mut sender) = self.take_idle() {
@@ -121,10 +173,11 @@ impl Upstream {
         Ok(response)
     }
 
-    fn take_idle(&self) -> Option<SendRequest<Incoming>> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+    fn take_idle(&self) -> Option<SendRequest<RequestBody>> {
+        let mut idle = self.lock();
         while let Some(entry) = idle.pop() {
-            if entry.sender.is_ready() && entry.since.elapsed() < self.settings.idle_timeout {
+            self.link.release_idle(1);
+            if entry.sender.is_ready() {
                 return Some(entry.sender);
             }
         }
@@ -132,29 +185,47 @@ impl Upstream {
     }
 
     /// Puts `sender` back in the pool once its connection is free again
-    /// (its response body read). Connections that end, or upgrade, are not.
-    fn recycle(self: &Arc<Self>, mut sender: SendRequest<Incoming>) {
+    /// (its response body read), for at most the idle timeout. Connections
+    /// that end or upgrade, and those past the budgets, are closed.
+    fn recycle(self: &Arc<Self>, mut sender: SendRequest<RequestBody>) {
         let pool: Weak<Self> = Arc::downgrade(self);
         tokio::spawn(async move {
             if sender.ready().await.is_err() {
                 return;
             }
-            let Some(pool) = pool.upgrade() else { return };
-            let mut idle = pool.idle.lock().unwrap_or_else(|e| e.into_inner());
-            idle.retain(|i| !i.sender.is_closed());
-            if idle.len() < pool.settings.max_idle {
-                idle.push(Idle {
-                    sender,
-                    since: Instant::now(),
-                });
+            let Some(upstream) = pool.upgrade() else {
+                return;
+            };
+            let id = upstream.next_idle_id.fetch_add(1, Ordering::Relaxed);
+            {
+                let mut idle = upstream.lock();
+                let before = idle.len();
+                idle.retain(|i| !i.sender.is_closed());
+                upstream.link.release_idle(before - idle.len());
+                if idle.len() >= upstream.link.settings.max_idle_per_preview
+                    || !upstream.link.reserve_idle()
+                {
+                    return;
+                }
+                idle.push(Idle { id, sender });
+            }
+            let idle_timeout = upstream.link.settings.idle_timeout;
+            drop(upstream);
+            tokio::time::sleep(idle_timeout).await;
+            if let Some(upstream) = pool.upgrade() {
+                let mut idle = upstream.lock();
+                if let Some(at) = idle.iter().position(|i| i.id == id) {
+                    idle.swap_remove(at);
+                    upstream.link.release_idle(1);
+                }
             }
         });
     }
 
     /// Opens a stream to the agent, asks it to connect to the port, and
     /// starts HTTP/1.1 on the stream.
-    async fn connect(&self, client: SocketAddr) -> Result<SendRequest<Incoming>, UpstreamError> {
-        let limit = self.settings.connect_timeout;
+    async fn connect(&self, client: SocketAddr) -> Result<SendRequest<RequestBody>, UpstreamError> {
+        let limit = self.link.settings.connect_timeout;
         let opened = tokio::time::timeout(limit, self.open_stream(client))
             .await
             .map_err(|_| UpstreamError::ConnectTimeout(limit.as_secs()))??;
@@ -170,36 +241,39 @@ impl Upstream {
         Ok(sender)
     }
 
-    async fn open_stream(
-        &self,
-        client: SocketAddr,
-    ) -> Result<tokio::io::Join<quinn::RecvStream, quinn::SendStream>, UpstreamError> {
-        let (mut send, mut recv) = self.conn.open_bi().await.map_err(offline)?;
+    async fn open_stream(&self, client: SocketAddr) -> Result<TunnelStream, UpstreamError> {
+        let conn = &self.link.conn;
+        let (mut send, mut recv) = conn
+            .open_bi()
+            .await
+            .map_err(|_| UpstreamError::AgentOffline)?;
         let header = StreamHeader {
             name: self.name.clone(),
             port: self.port,
             client,
         };
+        let offline_or = |what: String| {
+            if conn.close_reason().is_some() {
+                UpstreamError::AgentOffline
+            } else {
+                UpstreamError::Tunnel(what)
+            }
+        };
         write_frame(&mut send, &header)
             .await
-            .map_err(|e| UpstreamError::Tunnel(e.to_string()))?;
+            .map_err(|e| offline_or(e.to_string()))?;
         match read_frame::<StreamAnswer, _>(&mut recv).await {
-            Ok(Some(StreamAnswer::Accepted)) => Ok(tokio::io::join(recv, send)),
+            Ok(Some(StreamAnswer::Accepted)) => Ok(TunnelStream::new(recv, send)),
             Ok(Some(StreamAnswer::Refused { reason, message })) => Err(match reason {
                 StreamRefusal::ConnectionRefused => UpstreamError::NotListening(self.port),
                 StreamRefusal::NotPreviewed | StreamRefusal::ConnectFailed => {
                     UpstreamError::Refused(message)
                 }
             }),
-            Ok(None) => Err(UpstreamError::Tunnel(
+            Ok(None) => Err(offline_or(
                 "the agent closed the stream without an answer".into(),
             )),
-            Err(_) if self.conn.close_reason().is_some() => Err(UpstreamError::AgentOffline),
-            Err(err) => Err(UpstreamError::Tunnel(err.to_string())),
+            Err(err) => Err(offline_or(err.to_string())),
         }
     }
-}
-
-fn offline(_: quinn::ConnectionError) -> UpstreamError {
-    UpstreamError::AgentOffline
 }
