@@ -264,6 +264,9 @@ async fn share(args: ShareArgs) -> anyhow::Result<ExitCode> {
             Some(&state.ca_path()),
             Some("localhost"),
         )?;
+        if state.new_ca {
+            eprintln!("made a new local CA for the dev edge");
+        }
         eprintln!(
             "dev edge: trust {} (curl --cacert {0})",
             state.ca_path().display()

@@ -2,10 +2,11 @@
 //! --dev`): a local CA, a wildcard certificate for the preview domain signed
 //! by it, and an agent token, made on the first start and reused after.
 //!
-//! Files in the state folder (0700): `ca.pem` (the CA a client trusts),
-//! `ca.key`, `edge.pem` (leaf then CA), `edge.key`, `edge.toml` (what the
-//! leaf was made for), `agent.token`, `reset.key`; keys and the token are
-//! 0600.
+//! Files in the state folder (0700): `ca.pem` (the CA a client trusts,
+//! name-constrained to the domain, `localhost` and loopback), `ca.key`,
+//! `ca.toml` (its domain), `edge.pem` (leaf then CA), `edge.key`,
+//! `edge.toml` (what the leaf was made for), `agent.token`, `reset.key`;
+//! keys and the token are 0600.
 
 use std::fs;
 use std::net::SocketAddr;
@@ -13,8 +14,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, SanType,
+    BasicConstraints, CertificateParams, CidrSubnet, DistinguishedName, DnType,
+    ExtendedKeyUsagePurpose, GeneralSubtree, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+    NameConstraints, SanType,
 };
 use serde::{Deserialize, Serialize};
 use time::{Duration, OffsetDateTime};
@@ -31,6 +33,7 @@ const CA_KEY_FILE: &str = "ca.key";
 const LEAF_FILE: &str = "edge.pem";
 const LEAF_KEY_FILE: &str = "edge.key";
 const LEAF_INFO_FILE: &str = "edge.toml";
+const CA_INFO_FILE: &str = "ca.toml";
 const RESET_KEY_FILE: &str = "reset.key";
 
 /// The leaf is valid this long (under the 398 days browsers accept)...
@@ -131,6 +134,8 @@ pub struct DevState {
     pub tls: TlsMaterial,
     pub token: String,
     pub reset_key: [u8; 32],
+    /// This start made a new CA: clients must trust the new `ca.pem`.
+    pub new_ca: bool,
 }
 
 impl DevState {
@@ -152,6 +157,11 @@ pub fn default_state_dir() -> PathBuf {
         .join("dev")
 }
 
+#[derive(Serialize, Deserialize)]
+struct CaInfo {
+    domain: String,
+}
+
 #[derive(Serialize, Deserialize, PartialEq)]
 struct LeafInfo {
     domain: String,
@@ -169,16 +179,31 @@ pub fn load_or_create(dir: &Path, domain: &str) -> Result<DevState, DevError> {
     fs::create_dir_all(dir).map_err(io)?;
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io)?;
 
-    let (ca_pem, ca_key) = match (
+    // The CA is name-constrained to the domain, so another domain needs
+    // another CA (and the client must trust the new ca.pem).
+    let ca_info_path = dir.join(CA_INFO_FILE);
+    let ca_domain = read_optional(&ca_info_path)?
+        .and_then(|text| toml::from_str::<CaInfo>(&text).ok())
+        .map(|info| info.domain);
+    let (ca_pem, ca_key, new_ca) = match (
         read_optional(&dir.join(CA_FILE))?,
         read_optional(&dir.join(CA_KEY_FILE))?,
     ) {
-        (Some(pem), Some(key)) => (pem, key),
+        (Some(pem), Some(key)) if ca_domain.as_deref() == Some(domain) => (pem, key, false),
         _ => {
-            let (pem, key) = make_ca()?;
+            let (pem, key) = make_ca(domain)?;
             write_private(&dir.join(CA_KEY_FILE), &key)?;
             write_public(&dir.join(CA_FILE), &pem)?;
-            (pem, key)
+            let info = toml::to_string(&CaInfo {
+                domain: domain.to_owned(),
+            })
+            .map_err(|e| DevError::Corrupt {
+                path: ca_info_path.clone(),
+                why: e.to_string(),
+            })?;
+            write_public(&ca_info_path, &info)?;
+            let _ = std::fs::remove_file(dir.join(LEAF_INFO_FILE));
+            (pem, key, true)
         }
     };
 
@@ -191,9 +216,12 @@ pub fn load_or_create(dir: &Path, domain: &str) -> Result<DevState, DevError> {
             path: info_path.clone(),
             why: e.to_string(),
         })?;
-    let leaf_fresh = info.is_some_and(|i| {
-        i.domain == domain && now.unix_timestamp() - i.created_unix < LEAF_RENEW_AFTER_DAYS * 86_400
-    }) && dir.join(LEAF_FILE).exists()
+    let leaf_fresh = !new_ca
+        && info.is_some_and(|i| {
+            i.domain == domain
+                && now.unix_timestamp() - i.created_unix < LEAF_RENEW_AFTER_DAYS * 86_400
+        })
+        && dir.join(LEAF_FILE).exists()
         && dir.join(LEAF_KEY_FILE).exists();
     if !leaf_fresh {
         let ca_key = KeyPair::from_pem(&ca_key).map_err(|e| DevError::Corrupt {
@@ -227,11 +255,27 @@ pub fn load_or_create(dir: &Path, domain: &str) -> Result<DevState, DevError> {
         tls,
         token,
         reset_key,
+        new_ca,
     })
 }
 
-fn make_ca() -> Result<(String, String), DevError> {
+/// A CA that can vouch only for `domain`, `localhost` and loopback
+/// addresses (name constraints): trusting it exposes no other site, even if
+/// its key leaks.
+fn make_ca(domain: &str) -> Result<(String, String), DevError> {
     let mut params = CertificateParams::default();
+    params.name_constraints = Some(NameConstraints {
+        permitted_subtrees: vec![
+            GeneralSubtree::DnsName(domain.to_owned()),
+            GeneralSubtree::DnsName("localhost".to_owned()),
+            GeneralSubtree::IpAddress(CidrSubnet::V4([127, 0, 0, 0], [255, 0, 0, 0])),
+            GeneralSubtree::IpAddress(CidrSubnet::V6(
+                std::net::Ipv6Addr::LOCALHOST.octets(),
+                [0xff; 16],
+            )),
+        ],
+        excluded_subtrees: vec![],
+    });
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, "calvin local development CA");
     dn.push(DnType::OrganizationName, "calvin");
@@ -306,9 +350,13 @@ mod tests {
         assert_eq!(fs::read(state.join(CA_FILE)).unwrap(), ca);
         assert_eq!(fs::read(state.join(LEAF_FILE)).unwrap(), leaf);
 
-        // Another domain gets a new leaf from the same CA.
+        assert!(first.new_ca && !second.new_ca);
+
+        // Another domain needs another CA (the CA is constrained to its
+        // domain); the token stays.
         let third = load_or_create(&state, "preview.test").unwrap();
-        assert_eq!(fs::read(state.join(CA_FILE)).unwrap(), ca);
+        assert!(third.new_ca);
+        assert_ne!(fs::read(state.join(CA_FILE)).unwrap(), ca);
         assert_ne!(fs::read(state.join(LEAF_FILE)).unwrap(), leaf);
         assert_eq!(third.token, first.token);
     }
@@ -352,6 +400,43 @@ mod tests {
                 .verify_server_cert(&state.tls.certs[0], &[], &other, &[], now)
                 .is_err()
         );
+    }
+
+    #[test]
+    fn the_ca_cannot_vouch_for_other_sites() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = load_or_create(dir.path(), "preview.localhost").unwrap();
+        // Someone with ca.key signs a certificate for another site...
+        let ca_pem = fs::read_to_string(state.ca_path()).unwrap();
+        let ca_key =
+            KeyPair::from_pem(&fs::read_to_string(dir.path().join(CA_KEY_FILE)).unwrap()).unwrap();
+        let issuer = Issuer::from_ca_cert_pem(&ca_pem, ca_key).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(vec!["bank.example.com".to_owned()]).unwrap();
+        params.use_authority_key_identifier_extension = true;
+        let forged = params.signed_by(&key, &issuer).unwrap();
+        // ...and a client that trusts ca.pem refuses it.
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
+            .unwrap();
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            roots.into(),
+            crate::tls::provider(),
+        )
+        .build()
+        .unwrap();
+        let name = rustls_pki_types::ServerName::try_from("bank.example.com").unwrap();
+        let err = verifier
+            .verify_server_cert(
+                forged.der(),
+                &[],
+                &name,
+                &[],
+                rustls_pki_types::UnixTime::now(),
+            )
+            .unwrap_err();
+        assert!(format!("{err:?}").contains("NameConstraint"), "{err:?}");
     }
 
     use rustls::client::danger::ServerCertVerifier;

@@ -67,6 +67,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
                 other => other.into(),
             })?;
+            if state.new_ca {
+                eprintln!(
+                    "made a new local CA: trust {} (it can vouch only for {} and localhost)",
+                    state.ca_path().display(),
+                    args.domain
+                );
+            }
             println!("state {}", state.dir.display());
             println!("ca {}", state.ca_path().display());
             println!("token {}", state.token_path().display());

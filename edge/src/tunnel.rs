@@ -117,6 +117,11 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
     {
         session.serve(&mut send, &mut recv).await;
     }
+    // Without its control stream an agent can no longer be told anything:
+    // end the connection, so the agent reconnects instead of lingering.
+    session
+        .conn
+        .close(close_code::NORMAL.into(), b"control stream ended");
     session.end();
 }
 

@@ -9,9 +9,16 @@
 //! - `GET /headers` -> the request headers as JSON `[[name, value], ...]`
 //! - `GET /slow?ms=N` -> waits N ms before answering
 //! - `GET /ws` -> WebSocket echo
+//! - `GET /cookies` -> three Set-Cookie headers: host-only, scoped to the
+//!   preview zone, scoped to the preview's own host
+//! - `GET /hop` -> hop-by-hop headers an edge must not pass on
+//!
+//! It counts the connections it accepted and those open now.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -43,6 +50,10 @@ pub fn pattern_bytes(len: usize) -> Vec<u8> {
 /// A running origin; dropped, it stops accepting.
 pub struct Origin {
     pub port: u16,
+    /// Connections accepted so far.
+    pub accepted: Arc<AtomicUsize>,
+    /// Connections open now.
+    pub open: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -56,21 +67,33 @@ impl Origin {
     pub async fn start() -> Origin {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind origin");
         let port = listener.local_addr().expect("origin addr").port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let open = Arc::new(AtomicUsize::new(0));
+        let (count_accepted, count_open) = (accepted.clone(), open.clone());
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
+                count_accepted.fetch_add(1, Ordering::SeqCst);
+                count_open.fetch_add(1, Ordering::SeqCst);
+                let open = count_open.clone();
                 tokio::spawn(async move {
                     let _ = http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service_fn(handle))
                         .with_upgrades()
                         .await;
+                    open.fetch_sub(1, Ordering::SeqCst);
                 });
             }
         });
-        Origin { port, task }
+        Origin {
+            port,
+            accepted,
+            open,
+            task,
+        }
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -136,6 +159,41 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
             full(StatusCode::OK, "slow\n")
         }
         "/ws" => websocket(req),
+        "/cookies" => {
+            let host = req
+                .headers()
+                .get(http::header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .and_then(|h| h.split(':').next())
+                .unwrap_or("")
+                .to_owned();
+            let zone = host.split_once('.').map_or("", |(_, z)| z).to_owned();
+            let mut r = full(StatusCode::OK, "cookies\n");
+            for cookie in [
+                "plain=1; Path=/".to_owned(),
+                format!("zone=1; Domain=.{zone}; Path=/"),
+                format!("own=1; Domain={host}"),
+            ] {
+                if let Ok(v) = http::HeaderValue::from_str(&cookie) {
+                    r.headers_mut().append(http::header::SET_COOKIE, v);
+                }
+            }
+            r
+        }
+        "/hop" => {
+            let mut r = full(StatusCode::OK, "hop\n");
+            let h = r.headers_mut();
+            for (k, v) in [
+                ("connection", "x-internal"),
+                ("x-internal", "secret"),
+                ("keep-alive", "timeout=5"),
+                ("proxy-authenticate", "Basic"),
+                ("x-end-to-end", "kept"),
+            ] {
+                h.insert(k, http::HeaderValue::from_static(v));
+            }
+            r
+        }
         p if p.starts_with("/bytes/") => match p["/bytes/".len()..].parse::<u64>() {
             Ok(n) => bytes_body(n),
             Err(_) => full(StatusCode::BAD_REQUEST, "bad length\n"),

@@ -277,15 +277,29 @@ async fn sigterm_lets_in_flight_requests_finish_then_exits() {
         let ca = ca.clone();
         async move { curl(&ca, &[&slow_url]).await }
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The request is in flight once the origin has its connection (the
+    // first one was the preview's probe).
+    let accepted = origin.accepted.clone();
+    eventually(Duration::from_secs(5), || {
+        let accepted = accepted.clone();
+        async move { (accepted.load(std::sync::atomic::Ordering::SeqCst) >= 2).then_some(()) }
+    })
+    .await
+    .expect("the slow request reaches the origin");
     let mut edge = edge;
     let signalled = Instant::now();
     edge.process.signal("TERM").await;
 
     // New visitors are turned away while the request in flight finishes.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let late = curl(&ca, &["--max-time", "2", &created.url]).await;
-    assert_eq!(late.status, 0, "a new connection after SIGTERM is refused");
+    let refused = eventually(Duration::from_secs(1), || {
+        let (ca, url) = (ca.clone(), created.url.clone());
+        async move { (curl(&ca, &["--max-time", "1", &url]).await.status == 0).then_some(()) }
+    })
+    .await;
+    assert!(
+        refused.is_some(),
+        "new connections are refused after SIGTERM"
+    );
 
     let out = in_flight.await.expect("curl task");
     assert_eq!(out.status, 200, "{out:?}");

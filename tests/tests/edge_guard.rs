@@ -1,0 +1,177 @@
+//! The edge against agents that misbehave: a raw QUIC client speaks the
+//! protocol (or not) to a real edge.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use calvin_proto::io::{read_frame, write_frame};
+use calvin_proto::{
+    AgentMessage, EdgeMessage, ErrorCode, Hello, PROTOCOL_VERSION, Port, Preview, PreviewName,
+};
+use calvin_tests::*;
+
+/// A QUIC connection to the edge, as an agent would open it.
+async fn dial(edge: &TestEdge) -> quinn::Connection {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::pem::PemObject::pem_file_iter(edge.ca()).expect("ca") {
+        roots.add(cert.expect("cert")).expect("root");
+    }
+    let mut crypto = rustls::ClientConfig::builder_with_provider(calvin_edge::tls::provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .expect("tls13")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    crypto.alpn_protocols = vec![calvin_proto::ALPN.to_vec()];
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(crypto).expect("quic crypto");
+    let mut endpoint =
+        quinn::Endpoint::client("127.0.0.1:0".parse().expect("addr")).expect("endpoint");
+    endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
+    endpoint
+        .connect(edge.quic, "localhost")
+        .expect("connect")
+        .await
+        .expect("handshake")
+}
+
+fn hello(token: String, version: u32) -> AgentMessage {
+    AgentMessage::Hello(Hello {
+        version,
+        token,
+        previews: vec![],
+    })
+}
+
+/// Sends one message on a new control stream and reads the answer.
+async fn first_exchange(conn: &quinn::Connection, msg: &AgentMessage) -> Option<EdgeMessage> {
+    let (mut send, mut recv) = conn.open_bi().await.expect("stream");
+    write_frame(&mut send, msg).await.expect("write");
+    read_frame::<EdgeMessage, _>(&mut recv).await.ok().flatten()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_tokens_and_old_protocols_are_refused_with_the_reason() {
+    let edge = TestEdge::start().await;
+    for (msg, code, text) in [
+        (
+            hello(token_for("mallory"), PROTOCOL_VERSION),
+            ErrorCode::BadToken,
+            "the edge does not know this token".to_owned(),
+        ),
+        (
+            hello(token_for("alice"), 99),
+            ErrorCode::UnsupportedVersion,
+            format!("this edge speaks protocol {PROTOCOL_VERSION}; the agent speaks 99"),
+        ),
+        (
+            AgentMessage::Close {
+                id: 1,
+                name: PreviewName::parse("x").expect("name"),
+            },
+            ErrorCode::Protocol,
+            "the first message must be a hello".to_owned(),
+        ),
+    ] {
+        let conn = dial(&edge).await;
+        let answer = first_exchange(&conn, &msg).await;
+        let Some(EdgeMessage::Refused(failure)) = answer else {
+            panic!("expected a refusal, got {answer:?}");
+        };
+        assert_eq!(
+            (failure.code, failure.message.as_str()),
+            (code, text.as_str())
+        );
+        let closed = tokio::time::timeout(Duration::from_secs(5), conn.closed()).await;
+        assert!(closed.is_ok(), "the edge closes a refused connection");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_without_a_hello_is_cut_off() {
+    let edge = TestEdge::start_with(EdgeOptions {
+        limits: calvin_edge::Limits {
+            hello_timeout_secs: 1,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let conn = dial(&edge).await;
+    let started = Instant::now();
+    let reason = tokio::time::timeout(Duration::from_secs(5), conn.closed())
+        .await
+        .expect("closed within 5 s");
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    assert!(reason.to_string().contains("no hello in time"), "{reason}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ending_the_control_stream_ends_the_connection_and_the_previews() {
+    let edge = TestEdge::start().await;
+    let conn = dial(&edge).await;
+    let (mut send, mut recv) = conn.open_bi().await.expect("stream");
+    write_frame(&mut send, &hello(token_for("alice"), PROTOCOL_VERSION))
+        .await
+        .expect("hello");
+    let Some(EdgeMessage::Welcome(welcome)) = read_frame(&mut recv).await.expect("answer") else {
+        panic!("expected a welcome");
+    };
+    assert_eq!(welcome.account, "alice");
+    let port = Port::try_from(silent_port().await).expect("port");
+    let open = AgentMessage::Open {
+        id: 1,
+        port,
+        name: Some(PreviewName::parse("ctl").expect("name")),
+    };
+    write_frame(&mut send, &open).await.expect("open");
+    let answer: Option<EdgeMessage> = read_frame(&mut recv).await.expect("answer");
+    assert!(
+        matches!(answer, Some(EdgeMessage::Opened { id: 1, .. })),
+        "{answer:?}"
+    );
+    // A second hello is a protocol error, answered, not fatal.
+    write_frame(&mut send, &hello(token_for("alice"), PROTOCOL_VERSION))
+        .await
+        .expect("hello");
+    let answer: Option<EdgeMessage> = read_frame(&mut recv).await.expect("answer");
+    assert!(
+        matches!(&answer, Some(EdgeMessage::Error { id: None, failure }) if failure.code == ErrorCode::Protocol),
+        "{answer:?}"
+    );
+
+    send.finish().expect("finish");
+    let reason = tokio::time::timeout(Duration::from_secs(5), conn.closed())
+        .await
+        .expect("the edge closes a connection whose control stream ended");
+    assert!(
+        reason.to_string().contains("control stream ended"),
+        "{reason:?}"
+    );
+    let out = curl(&edge.ca(), &[&edge.url("ctl")]).await;
+    assert_eq!(out.header("x-calvin-error"), Some("agent-offline"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnecting_agent_gets_its_names_back_and_not_anothers() {
+    let edge = TestEdge::start().await;
+    let bob = TestAgent::start(&edge, "bob").await;
+    bob.preview(silent_port().await, Some("bobs")).await;
+
+    let conn = dial(&edge).await;
+    let port = Port::try_from(silent_port().await).expect("port");
+    let held = |name: &str| Preview {
+        name: PreviewName::parse(name).expect("name"),
+        port,
+    };
+    let msg = AgentMessage::Hello(Hello {
+        version: PROTOCOL_VERSION,
+        token: token_for("alice"),
+        previews: vec![held("alices"), held("bobs")],
+    });
+    let Some(EdgeMessage::Welcome(welcome)) = first_exchange(&conn, &msg).await else {
+        panic!("expected a welcome");
+    };
+    assert_eq!(welcome.restored, [held("alices")]);
+    assert_eq!(welcome.rejected.len(), 1);
+    assert_eq!(welcome.rejected[0].name.as_str(), "bobs");
+    assert_eq!(welcome.rejected[0].failure.code, ErrorCode::NameTaken);
+}

@@ -1,0 +1,323 @@
+//! What goes wrong between a visitor and an origin, and what each side
+//! sees: cut-off transfers, slow uploads, idle pools, dead agents, silent
+//! visitors, headers that must not cross.
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use calvin_edge::Limits;
+use calvin_tests::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn edge_with(limits: Limits) -> TestEdge {
+    TestEdge::start_with(EdgeOptions {
+        limits,
+        ..Default::default()
+    })
+    .await
+}
+
+/// A server that answers with the start of a body and then resets the
+/// connection: a dev server crashing mid-response.
+async fn crashing_server(head: &'static str) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let _ = stream.read(&mut buf).await;
+                let _ = stream.write_all(head.as_bytes()).await;
+                let _ = stream.write_all(b"partial body").await;
+                let _ = stream.flush().await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let _ = stream.set_zero_linger();
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origin_crash_mid_body_never_looks_like_a_complete_response() {
+    let edge = TestEdge::start().await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    for (name, head) in [
+        // Delimited by the end of the connection: only a reset tells
+        // "cut off" from "complete".
+        ("closing", "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"),
+        ("sized", "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n"),
+        (
+            "chunked",
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nc\r\n",
+        ),
+    ] {
+        let port = crashing_server(head).await;
+        let created = agent.preview(port, Some(name)).await;
+        for version in ["--http1.1", "--http2"] {
+            let out = curl(&edge.ca(), &[version, &created.url]).await;
+            let failed = out.stderr.contains("curl: (");
+            assert!(
+                failed,
+                "{name} {version}: curl saw a complete response: {} {:?} {}",
+                out.status,
+                out.text(),
+                out.stderr
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_longer_than_the_response_timeout_passes() {
+    let edge = edge_with(Limits {
+        upstream_timeout_secs: 1,
+        ..Default::default()
+    })
+    .await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let created = agent.preview(origin.port, None).await;
+    let data: Vec<u8> = (0..600_000u32).map(|i| (i % 241) as u8).collect();
+    let mut file = tempfile::NamedTempFile::new().expect("file");
+    std::io::Write::write_all(&mut file, &data).expect("write");
+    let started = Instant::now();
+    // 600 kB at 200 kB/s: three seconds of upload against a 1 s timeout.
+    let out = curl(
+        &edge.ca(),
+        &[
+            "--limit-rate",
+            "200K",
+            "--data-binary",
+            &format!("@{}", file.path().display()),
+            &format!("{}/sha256", created.url),
+        ],
+    )
+    .await;
+    assert!(
+        started.elapsed() > Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.status, 200, "{out:?}");
+    assert_eq!(
+        out.text(),
+        format!("{} {}\n", sha256_hex(&data), data.len())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_with_a_chunked_body_keeps_its_body() {
+    let edge = TestEdge::start().await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let created = agent.preview(origin.port, None).await;
+    for version in ["--http1.1", "--http2"] {
+        let out = curl(
+            &edge.ca(),
+            &[
+                version,
+                "-X",
+                "GET",
+                "-H",
+                "Transfer-Encoding: chunked",
+                "--data-binary",
+                "hello",
+                &format!("{}/sha256", created.url),
+            ],
+        )
+        .await;
+        assert_eq!(
+            out.text(),
+            format!("{} 5\n", sha256_hex(b"hello")),
+            "{version}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn responses_lose_hop_by_hop_headers_and_zone_wide_cookies() {
+    let edge = TestEdge::start().await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let created = agent.preview(origin.port, Some("jar")).await;
+
+    let out = curl(&edge.ca(), &["--http1.1", &format!("{}/hop", created.url)]).await;
+    assert_eq!(out.status, 200);
+    for gone in ["x-internal", "keep-alive", "proxy-authenticate"] {
+        assert_eq!(out.header(gone), None, "{gone} reached the visitor");
+    }
+    assert_eq!(out.header("x-end-to-end"), Some("kept"));
+
+    let out = curl(&edge.ca(), &[&format!("{}/cookies", created.url)]).await;
+    let cookies: Vec<&str> = out
+        .headers
+        .iter()
+        .filter(|(n, _)| n == "set-cookie")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(
+        cookies,
+        [
+            "plain=1; Path=/",
+            &format!("own=1; Domain=jar.{DOMAIN}") as &str
+        ],
+        "a cookie for the whole preview zone must not pass"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pooled_connections_are_reused_then_closed_when_idle() {
+    let edge = edge_with(Limits {
+        upstream_idle_timeout_secs: 1,
+        ..Default::default()
+    })
+    .await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let created = agent.preview(origin.port, None).await;
+    let url = format!("{}/hello", created.url);
+    for _ in 0..5 {
+        assert_eq!(curl(&edge.ca(), &[&url]).await.status, 200);
+    }
+    // The preview probe, then one upstream connection for five visitors.
+    assert_eq!(origin.accepted.load(Ordering::SeqCst), 2);
+    let open = origin.open.clone();
+    let closed = eventually(Duration::from_secs(5), || {
+        let open = open.clone();
+        async move { (open.load(Ordering::SeqCst) == 0).then_some(()) }
+    })
+    .await;
+    assert!(
+        closed.is_some(),
+        "the idle connection was kept past its timeout"
+    );
+    assert_eq!(curl(&edge.ca(), &[&url]).await.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_stay_within_the_agents_budget() {
+    let edge = edge_with(Limits {
+        upstream_max_idle_per_agent: 4,
+        ..Default::default()
+    })
+    .await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let busy = agent.preview(origin.port, Some("busy")).await;
+    let other = agent.preview(origin.port, Some("other")).await;
+
+    // Ten requests at once open ten upstream connections...
+    let requests: Vec<_> = (0..10)
+        .map(|_| {
+            let (ca, url) = (edge.ca(), format!("{}/slow?ms=500", busy.url));
+            tokio::spawn(async move { curl(&ca, &[&url]).await.status })
+        })
+        .collect();
+    for request in requests {
+        assert_eq!(request.await.expect("task"), 200);
+    }
+    // ...of which the agent's budget keeps four.
+    let open = origin.open.clone();
+    let kept = eventually(Duration::from_secs(5), || {
+        let open = open.clone();
+        async move { (open.load(Ordering::SeqCst) == 4).then_some(()) }
+    })
+    .await;
+    assert!(
+        kept.is_some(),
+        "{} connections open",
+        origin.open.load(Ordering::SeqCst)
+    );
+    let out = curl(&edge.ca(), &[&format!("{}/hello", other.url)]).await;
+    assert_eq!(out.status, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_agent_reads_offline() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let edge_dir = state.path().join("edge");
+    let any = "127.0.0.1:0";
+    let edge = EdgeProcess::start(&edge_dir, any, any, any).await;
+    let socket = state.path().join("agent.sock");
+    let agent = agent_up(&edge_dir, edge.quic, &socket).await;
+    let origin = Origin::start().await;
+    let client = calvin_agent::control_client::ControlClient::new(&socket);
+    let created: calvin_agent::api::PreviewCreated =
+        eventually(Duration::from_secs(10), || async {
+            client
+                .preview(origin.port.into(), None)
+                .await
+                .ok()?
+                .parse()
+                .ok()
+        })
+        .await
+        .expect("preview");
+    let ca = edge_dir.join("ca.pem");
+    assert_eq!(
+        curl(&ca, &[&format!("{}/hello", created.url)]).await.status,
+        200
+    );
+
+    // No goodbye: the edge learns from QUIC's idle timeout (15 s).
+    agent.signal("KILL").await;
+    let killed = Instant::now();
+    let out = curl(
+        &ca,
+        &["--max-time", "30", &format!("{}/hello", created.url)],
+    )
+    .await;
+    assert_eq!(out.status, 502, "{out:?}");
+    assert_eq!(
+        out.header("x-calvin-error"),
+        Some("agent-offline"),
+        "{}",
+        out.text()
+    );
+    assert!(
+        killed.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        killed.elapsed()
+    );
+    let out = curl(&ca, &[&created.url]).await;
+    assert_eq!(out.header("x-calvin-error"), Some("agent-offline"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_visitor_connections_are_closed_by_the_header_timeout() {
+    let edge = edge_with(Limits {
+        header_read_timeout_secs: 1,
+        ..Default::default()
+    })
+    .await;
+    for (what, opening) in [
+        ("nothing", &b""[..]),
+        ("half a request", &b"GET / HTTP/1.1\r\nHost: x"[..]),
+        ("half the HTTP/2 preface", &b"PRI * HTTP/2.0\r\n"[..]),
+    ] {
+        let mut tcp = tokio::net::TcpStream::connect(edge.http)
+            .await
+            .expect("connect");
+        tcp.write_all(opening).await.expect("write");
+        let started = Instant::now();
+        let mut buf = [0u8; 1024];
+        let closed = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                match tcp.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "{what}: still open after 5 s");
+        assert!(
+            started.elapsed() >= Duration::from_millis(900),
+            "{what}: {:?}",
+            started.elapsed()
+        );
+    }
+}
