@@ -720,6 +720,8 @@ impl SendsRequests
         &mut self,
         req: http::Request<http_body_util::Empty<bytes::Bytes>>,
     ) -> http::Response<hyper::body::Incoming> {
+        // The previous exchange may still be retiring on this connection.
+        self.ready().await.expect("connection ready");
         self.send_request(req).await.expect("response")
     }
 }
@@ -731,6 +733,8 @@ impl SendsRequests
         &mut self,
         req: http::Request<http_body_util::Empty<bytes::Bytes>>,
     ) -> http::Response<hyper::body::Incoming> {
+        // The previous exchange may still be retiring on this connection.
+        self.ready().await.expect("connection ready");
         self.send_request(req).await.expect("response")
     }
 }
