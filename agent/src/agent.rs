@@ -27,6 +27,32 @@ pub type Previews = Arc<Mutex<BTreeMap<PreviewName, Port>>>;
 /// each one drawn from its upper half so agents of a restarted edge spread out.
 const BACKOFF_START: Duration = Duration::from_millis(250);
 const BACKOFF_CAP: Duration = Duration::from_secs(10);
+
+/// The delay before each reconnect attempt.
+struct Backoff {
+    next: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            next: BACKOFF_START,
+        }
+    }
+}
+
+impl Backoff {
+    fn next_delay(&mut self) -> Duration {
+        let delay = self.next.mul_f64(rand::rng().random_range(0.5..=1.0));
+        self.next = (self.next * 2).min(BACKOFF_CAP);
+        delay
+    }
+
+    /// From now on, the longest delay (a refusal will not fix itself soon).
+    fn slowest(&mut self) {
+        self.next = BACKOFF_CAP;
+    }
+}
 /// Time for the edge to answer a hello or a control request.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -155,7 +181,7 @@ impl Agent {
     /// closes it.
     pub async fn run(&self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
-        let mut delay = BACKOFF_START;
+        let mut backoff = Backoff::default();
         loop {
             let attempt = tokio::select! {
                 attempt = self.connect() => attempt,
@@ -163,10 +189,7 @@ impl Agent {
             };
             match attempt {
                 Ok(link) => {
-                    delay = BACKOFF_START;
-                    self.shared
-                        .link
-                        .send_replace(LinkState::Connected(link.clone()));
+                    backoff = Backoff::default();
                     let reason = tokio::select! {
                         reason = link.conn.closed() => reason,
                         _ = &mut shutdown => {
@@ -182,7 +205,7 @@ impl Agent {
                 Err(ConnectError::Refused(failure)) => {
                     warn!(reason = %failure, "the edge refused this agent");
                     self.shared.link.send_replace(LinkState::Refused(failure));
-                    delay = BACKOFF_CAP;
+                    backoff.slowest();
                 }
                 Err(err) => {
                     warn!(%err, "cannot connect to the edge");
@@ -191,12 +214,10 @@ impl Agent {
                     });
                 }
             }
-            let jittered = delay.mul_f64(rand::rng().random_range(0.5..=1.0));
             tokio::select! {
-                _ = tokio::time::sleep(jittered) => {}
+                _ = tokio::time::sleep(backoff.next_delay()) => {}
                 _ = &mut shutdown => break,
             }
-            delay = (delay * 2).min(BACKOFF_CAP);
         }
         self.shared.link.send_replace(LinkState::Stopped);
     }
@@ -256,7 +277,13 @@ impl Agent {
             conn.clone(),
             self.shared.previews.clone(),
         ));
-        Ok(Link { conn, calls })
+        let link = Link { conn, calls };
+        // Published before the op lock is released, so a preview waiting on
+        // the lock finds the agent connected.
+        self.shared
+            .link
+            .send_replace(LinkState::Connected(link.clone()));
+        Ok(link)
     }
 
     fn apply_welcome(&self, welcome: &Welcome) {
@@ -460,5 +487,34 @@ impl Agent {
     /// The edge this agent dials.
     pub fn edge(&self) -> &EdgeAddress {
         &self.shared.edge
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_with_jitter_up_to_the_cap() {
+        let mut backoff = Backoff::default();
+        let mut ceiling = BACKOFF_START;
+        for _ in 0..12 {
+            let delay = backoff.next_delay();
+            assert!(
+                delay >= ceiling / 2 && delay <= ceiling,
+                "{delay:?} outside {ceiling:?}"
+            );
+            ceiling = (ceiling * 2).min(BACKOFF_CAP);
+        }
+        let mut refused = Backoff::default();
+        refused.slowest();
+        assert!(refused.next_delay() >= BACKOFF_CAP / 2);
+    }
+
+    #[test]
+    fn the_jitter_spreads_agents_out() {
+        let delays: std::collections::HashSet<_> =
+            (0..50).map(|_| Backoff::default().next_delay()).collect();
+        assert!(delays.len() > 40, "{} distinct delays of 50", delays.len());
     }
 }

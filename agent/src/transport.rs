@@ -10,8 +10,6 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName};
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Upstream connections the edge may have open to this agent at once.
-pub const MAX_UPSTREAM_STREAMS: u32 = 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
@@ -172,7 +170,7 @@ fn client_config(roots: RootCertStore) -> Result<quinn::ClientConfig, TransportE
         .map_err(|e| TransportError::Tls(e.to_string()))?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
     config.transport_config(Arc::new(calvin_edge::tls::transport_config(
-        MAX_UPSTREAM_STREAMS,
+        calvin_proto::MAX_DATA_STREAMS,
     )));
     Ok(config)
 }

@@ -169,8 +169,9 @@ struct LeafInfo {
 }
 
 /// Loads the state in `dir`, making what is missing. The leaf is made again
-/// when the domain changed or it is near its end; the CA stays, so a client
-/// that trusts `ca.pem` keeps trusting the edge.
+/// when it is near its end, with the same CA, so a client that trusts
+/// `ca.pem` keeps trusting the edge. Another domain needs a new CA (each is
+/// constrained to its domain); `DevState::new_ca` says when one was made.
 pub fn load_or_create(dir: &Path, domain: &str) -> Result<DevState, DevError> {
     let io = |source| DevError::Io {
         path: dir.to_owned(),
@@ -183,7 +184,12 @@ pub fn load_or_create(dir: &Path, domain: &str) -> Result<DevState, DevError> {
     // another CA (and the client must trust the new ca.pem).
     let ca_info_path = dir.join(CA_INFO_FILE);
     let ca_domain = read_optional(&ca_info_path)?
-        .and_then(|text| toml::from_str::<CaInfo>(&text).ok())
+        .map(|text| toml::from_str::<CaInfo>(&text))
+        .transpose()
+        .map_err(|e| DevError::Corrupt {
+            path: ca_info_path.clone(),
+            why: e.to_string(),
+        })?
         .map(|info| info.domain);
     let (ca_pem, ca_key, new_ca) = match (
         read_optional(&dir.join(CA_FILE))?,
@@ -191,6 +197,17 @@ pub fn load_or_create(dir: &Path, domain: &str) -> Result<DevState, DevError> {
     ) {
         (Some(pem), Some(key)) if ca_domain.as_deref() == Some(domain) => (pem, key, false),
         _ => {
+            // The old leaf goes first: a crash from here on must not leave a
+            // leaf of the old CA looking fresh next to the new one.
+            match std::fs::remove_file(dir.join(LEAF_INFO_FILE)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(DevError::Io {
+                        path: dir.join(LEAF_INFO_FILE),
+                        source: e,
+                    });
+                }
+                _ => {}
+            }
             let (pem, key) = make_ca(domain)?;
             write_private(&dir.join(CA_KEY_FILE), &key)?;
             write_public(&dir.join(CA_FILE), &pem)?;
@@ -202,7 +219,6 @@ pub fn load_or_create(dir: &Path, domain: &str) -> Result<DevState, DevError> {
                 why: e.to_string(),
             })?;
             write_public(&ca_info_path, &info)?;
-            let _ = std::fs::remove_file(dir.join(LEAF_INFO_FILE));
             (pem, key, true)
         }
     };

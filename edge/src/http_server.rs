@@ -2,9 +2,12 @@
 //! (HTTP/1.1, or HTTP/2 with prior knowledge) listeners, both serving the
 //! same routing.
 //!
-//! The protocol is chosen before hyper sees the connection (ALPN, or the
-//! HTTP/2 preface within the header timeout), so a connection that sends
-//! nothing is closed by the header timeout like a slow one.
+//! The edge reads a connection's opening bytes itself, within the header
+//! timeout, before hyper sees it: they tell HTTP/2's preface from HTTP/1 on
+//! plain connections, and a TLS connection that chose h2 must send its
+//! preface in time too. So a connection that sends nothing is closed like a
+//! slow one. (hyper's own HTTP/1 header timer then starts afresh, so a
+//! visitor trickling its first request head can take up to twice it.)
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -16,13 +19,14 @@ use std::time::Duration;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, warn};
 
-use crate::proxy::{Proxy, Scheme};
+use crate::proxy::{DrainGuard, Proxy, Scheme};
+use crate::rewind::Rewind;
 
 /// How long a visitor has to finish the TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -36,9 +40,6 @@ pub(crate) struct HttpServer {
     h2: http2::Builder<TokioExecutor>,
     header_read_timeout: Duration,
 }
-
-/// Held by every connection task; the edge drains until all are dropped.
-pub(crate) type DrainGuard = mpsc::Sender<()>;
 
 impl HttpServer {
     pub fn new(proxy: Arc<Proxy>, header_read_timeout: Duration) -> Self {
@@ -95,18 +96,21 @@ impl HttpServer {
 
     async fn serve_plain(
         self: Arc<Self>,
-        stream: TcpStream,
+        mut stream: TcpStream,
         peer: SocketAddr,
-        stop: watch::Receiver<bool>,
+        mut stop: watch::Receiver<bool>,
         drain: DrainGuard,
     ) {
-        let h2 = match tokio::time::timeout(self.header_read_timeout, starts_with_preface(&stream))
-            .await
-        {
-            Ok(Ok(h2)) => h2,
+        let opening = tokio::select! {
+            opening = tokio::time::timeout(self.header_read_timeout, read_opening(&mut stream)) => opening,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let (prefix, h2) = match opening {
+            Ok(Ok(opening)) => opening,
             Ok(Err(err)) => return debug!(%peer, %err, "visitor connection failed"),
             Err(_) => return debug!(%peer, "no request in time"),
         };
+        let stream = Rewind::new(prefix, stream);
         self.serve(stream, peer, Scheme::Http, h2, stop, drain)
             .await;
     }
@@ -116,17 +120,35 @@ impl HttpServer {
         acceptor: TlsAcceptor,
         stream: TcpStream,
         peer: SocketAddr,
-        stop: watch::Receiver<bool>,
+        mut stop: watch::Receiver<bool>,
         drain: DrainGuard,
     ) {
-        let stream =
-            match tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(stream)) => stream,
-                Ok(Err(err)) => return debug!(%peer, %err, "TLS handshake failed"),
-                Err(_) => return debug!(%peer, "TLS handshake timed out"),
-            };
-        let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-        self.serve(stream, peer, Scheme::Https, h2, stop, drain)
+        let handshake = tokio::select! {
+            handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)) => handshake,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let mut stream = match handshake {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(err)) => return debug!(%peer, %err, "TLS handshake failed"),
+            Err(_) => return debug!(%peer, "TLS handshake timed out"),
+        };
+        if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
+            // HTTP/1.1: hyper's header timeout covers the first request.
+            return self
+                .serve(stream, peer, Scheme::Https, false, stop, drain)
+                .await;
+        }
+        let opening = tokio::select! {
+            opening = tokio::time::timeout(self.header_read_timeout, read_opening(&mut stream)) => opening,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let prefix = match opening {
+            Ok(Ok((prefix, _))) => prefix,
+            Ok(Err(err)) => return debug!(%peer, %err, "visitor connection failed"),
+            Err(_) => return debug!(%peer, "no HTTP/2 preface in time"),
+        };
+        let stream = Rewind::new(prefix, stream);
+        self.serve(stream, peer, Scheme::Https, true, stop, drain)
             .await;
     }
 
@@ -137,14 +159,14 @@ impl HttpServer {
         scheme: Scheme,
         h2: bool,
         stop: watch::Receiver<bool>,
-        _drain: DrainGuard,
+        drain: DrainGuard,
     ) where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let proxy = self.proxy.clone();
         let service = service_fn(move |req| {
-            let proxy = proxy.clone();
-            async move { Ok::<_, Infallible>(proxy.handle(req, peer, scheme).await) }
+            let (proxy, drain) = (proxy.clone(), drain.clone());
+            async move { Ok::<_, Infallible>(proxy.handle(req, peer, scheme, &drain).await) }
         });
         let io = TokioIo::new(stream);
         let ended = if h2 {
@@ -179,20 +201,25 @@ where
     conn.await
 }
 
-/// Whether a plain connection opens with the HTTP/2 preface. Anything that
-/// does not start like it is HTTP/1; a partial preface waits for the rest.
-async fn starts_with_preface(stream: &TcpStream) -> std::io::Result<bool> {
-    let mut buf = [0u8; H2_PREFACE.len()];
+/// Reads a connection's first bytes: as far as they follow the HTTP/2
+/// preface, up to all of it. Returns them, and whether they are the preface.
+/// A visitor that closes at once gets `(bytes, false)`: HTTP/1 sees the end.
+async fn read_opening<S: AsyncRead + Unpin>(stream: &mut S) -> std::io::Result<(Vec<u8>, bool)> {
+    let mut opening = Vec::with_capacity(H2_PREFACE.len());
+    let mut chunk = [0u8; H2_PREFACE.len()];
     loop {
-        let n = stream.peek(&mut buf).await?;
-        if n == 0 || buf[..n] != H2_PREFACE[..n] {
-            return Ok(false);
+        let n = stream
+            .read(&mut chunk[..H2_PREFACE.len() - opening.len()])
+            .await?;
+        if n == 0 {
+            return Ok((opening, false));
         }
-        if n == H2_PREFACE.len() {
-            return Ok(true);
+        opening.extend_from_slice(&chunk[..n]);
+        if opening[..] != H2_PREFACE[..opening.len()] {
+            return Ok((opening, false));
         }
-        // Only an HTTP/2 client (or an attacker) gets here; the caller's
-        // timeout bounds the wait.
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        if opening.len() == H2_PREFACE.len() {
+            return Ok((opening, true));
+        }
     }
 }

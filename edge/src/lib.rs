@@ -18,6 +18,7 @@ pub mod host;
 mod http_server;
 pub mod proxy;
 mod request_body;
+mod rewind;
 pub mod route_table;
 mod state_files;
 pub mod tls;
@@ -85,7 +86,7 @@ pub struct Limits {
     /// An idle upstream connection is closed after this long.
     pub upstream_idle_timeout_secs: u64,
     /// Idle upstream connections kept per preview and per agent; the
-    /// agent's share stays well under its 1,024 streams.
+    /// agent's share must stay under the 1,024 streams an agent allows.
     pub upstream_max_idle_per_preview: usize,
     pub upstream_max_idle_per_agent: usize,
     /// A name stays reserved to its account this long after unpreview or
@@ -147,6 +148,8 @@ pub enum StartError {
     Accounts(#[from] AccountError),
     #[error("the domain {0:?} is not a DNS name")]
     Domain(String),
+    #[error("[limits] {0}")]
+    Limits(String),
 }
 
 /// The addresses an edge really bound.
@@ -181,6 +184,7 @@ impl Edge {
                 .map(|(a, t)| (a.as_str(), t.as_str())),
         )?;
         let limits = &settings.limits;
+        check_limits(limits)?;
         let bind_err = |kind, addr| move |source| StartError::Bind { kind, addr, source };
 
         let https = match settings.listen.https {
@@ -302,6 +306,17 @@ impl Edge {
                 routes.sweep();
             }
         });
+        // Idle upstream connections of pools nobody uses expire here.
+        let routes = self.routes.clone();
+        let pool_sweep = (self.hub.upstream.idle_timeout / 2)
+            .clamp(Duration::from_millis(500), Duration::from_secs(30));
+        let pool_sweeper = tokio::spawn(async move {
+            let mut every = tokio::time::interval(pool_sweep);
+            loop {
+                every.tick().await;
+                routes.for_each_live(|upstream| upstream.expire_idle());
+            }
+        });
 
         shutdown.await;
         info!(
@@ -322,6 +337,7 @@ impl Edge {
             warn!("grace period over; closing the remaining connections");
         }
         sweeper.abort();
+        pool_sweeper.abort();
         self.endpoint.close(
             tunnel::close_code::SHUTTING_DOWN.into(),
             b"edge shutting down",
@@ -361,6 +377,35 @@ pub async fn shutdown_signal() {
         eprintln!("second signal: stopping now");
         std::process::exit(130);
     });
+}
+
+/// Refuses limits that would break the edge, and warns of those that only
+/// make its answers less precise.
+fn check_limits(limits: &Limits) -> Result<(), StartError> {
+    let streams = calvin_proto::MAX_DATA_STREAMS as usize;
+    if limits.upstream_max_idle_per_agent >= streams {
+        return Err(StartError::Limits(format!(
+            "upstream_max_idle_per_agent must be under the {streams} streams an agent allows, \
+             or idle connections could take every one; got {}",
+            limits.upstream_max_idle_per_agent
+        )));
+    }
+    let idle = calvin_proto::IDLE_TIMEOUT.as_secs();
+    if limits.upstream_connect_timeout_secs <= idle {
+        warn!(
+            "upstream_connect_timeout_secs ({}) is not above the {idle} s QUIC idle timeout: \
+             a request to an agent that died silently may read as a timeout, not as offline",
+            limits.upstream_connect_timeout_secs
+        );
+    }
+    if limits.upstream_timeout_secs < limits.upstream_connect_timeout_secs {
+        warn!(
+            "upstream_timeout_secs ({}) is below upstream_connect_timeout_secs ({}): for a request \
+             without a body it also bounds the connection to the agent",
+            limits.upstream_timeout_secs, limits.upstream_connect_timeout_secs
+        );
+    }
+    Ok(())
 }
 
 /// `https://{name}.<domain>`, with the port unless it is 443.

@@ -15,13 +15,17 @@ use tracing::debug;
 
 use crate::error_page::EdgeError;
 use crate::host;
-use crate::request_body::RequestBody;
+use crate::request_body::{BodyOutcome, RequestBody};
 use crate::route_table::{Lookup, RouteTable};
 use crate::tunnel_stream::TunnelStream;
 use crate::upstream::{Upstream, UpstreamError};
 
 /// What the edge answers with: an origin's streaming body or its own page.
 pub type Body = Either<Incoming, Full<Bytes>>;
+
+/// Held by everything a shutdown must wait for (connections, upgraded
+/// streams); the edge drains until every clone is dropped.
+pub type DrainGuard = tokio::sync::mpsc::Sender<()>;
 
 /// The scheme a visitor used, for `X-Forwarded-Proto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,9 +68,10 @@ impl Proxy {
         req: Request<Incoming>,
         peer: SocketAddr,
         scheme: Scheme,
+        drain: &DrainGuard,
     ) -> Response<Body> {
         let visitor_headers = req.headers().clone();
-        match self.forward(req, peer, scheme).await {
+        match self.forward(req, peer, scheme, drain).await {
             Ok(response) => response,
             Err(err) => {
                 debug!(code = err.code(), "{}", err.message());
@@ -80,6 +85,7 @@ impl Proxy {
         mut req: Request<Incoming>,
         peer: SocketAddr,
         scheme: Scheme,
+        drain: &DrainGuard,
     ) -> Result<Response<Body>, EdgeError> {
         let host = host::request_host(&req)
             .ok_or(EdgeError::NotAPreview)?
@@ -95,7 +101,7 @@ impl Proxy {
         let visitor_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut req));
         rewrite_request(&mut req, &host, peer, scheme, upgrade.clone());
         let (mut parts, incoming) = req.into_parts();
-        let (body, body_end) = RequestBody::new(incoming);
+        let (body, mut body_watch) = RequestBody::new(incoming);
         if !body.is_end_stream() && body.size_hint().exact().is_none() {
             // hyper sends no body for a GET of unknown length unless the
             // framing says there is one.
@@ -106,24 +112,25 @@ impl Proxy {
         }
         let req = Request::from_parts(parts, body);
 
-        // The origin's time to answer runs from the end of the upload: an
-        // upload of any length is not cut by it.
+        // The origin's time to answer runs from the end of the upload, so an
+        // upload of any length passes; an upload that stops moving for as
+        // long (the visitor stalls, or the origin stops reading) does not.
+        let limit = self.response_timeout;
         let sent = upstream.send(req, peer);
         tokio::pin!(sent);
         let answered = tokio::select! {
-            answered = &mut sent => Ok(answered),
-            () = body_end.wait() => tokio::time::timeout(self.response_timeout, &mut sent).await,
+            answered = &mut sent => Some(answered),
+            outcome = body_watch.ended_or_stalled(limit) => match outcome {
+                BodyOutcome::Ended => tokio::time::timeout(limit, &mut sent).await.ok(),
+                BodyOutcome::Stalled => None,
+            },
         };
         let mut response = match answered {
-            Err(_) => {
-                return Err(EdgeError::Timeout(
-                    name,
-                    upstream.port(),
-                    self.response_timeout.as_secs(),
-                ));
+            None => {
+                return Err(EdgeError::Timeout(name, upstream.port(), limit.as_secs()));
             }
-            Ok(Err(err)) => return Err(upstream_error(&upstream, err)),
-            Ok(Ok(response)) => response,
+            Some(Err(err)) => return Err(upstream_error(&upstream, err)),
+            Some(Ok(response)) => response,
         };
 
         // The origin's HTTP version is its own; the visitor's connection has
@@ -142,7 +149,11 @@ impl Proxy {
                 ));
             };
             let origin_upgrade = hyper::upgrade::on(&mut response);
-            tokio::spawn(splice_upgraded(visitor_upgrade, origin_upgrade));
+            tokio::spawn(splice_upgraded(
+                visitor_upgrade,
+                origin_upgrade,
+                drain.clone(),
+            ));
             let h = response.headers_mut();
             h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
             h.insert(header::UPGRADE, protocol);
@@ -170,7 +181,9 @@ fn upstream_error(upstream: &Upstream, err: UpstreamError) -> EdgeError {
 
 /// Drops `Set-Cookie` headers whose `Domain` is not the preview's own host:
 /// one preview must not set cookies that every other preview of the zone
-/// (another account's, too) would receive.
+/// (another account's, too) would receive. This covers cookies set by the
+/// server; a page's script can still try `document.cookie`, which only
+/// listing the zone on the Public Suffix List stops.
 fn drop_zone_cookies(headers: &mut HeaderMap, host: &str, domain: &str) {
     let own_host = host
         .rsplit_once(':')
@@ -187,7 +200,14 @@ fn drop_zone_cookies(headers: &mut HeaderMap, host: &str, domain: &str) {
     }
     headers.remove(header::SET_COOKIE);
     for cookie in cookies {
-        let scoped_elsewhere = cookie_domain(&cookie).is_some_and(|d| d != own_host);
+        // Browsers use the last Domain attribute (RFC 6265 5.3); one that
+        // names two is dropped rather than guessed at.
+        let domains = cookie_domains(&cookie);
+        let scoped_elsewhere = match domains.as_slice() {
+            [] => false,
+            [only] => *only != own_host,
+            _ => true,
+        };
         if scoped_elsewhere {
             debug!(%domain, "dropped a Set-Cookie scoped beyond the preview");
         } else {
@@ -196,18 +216,21 @@ fn drop_zone_cookies(headers: &mut HeaderMap, host: &str, domain: &str) {
     }
 }
 
-/// The `Domain` attribute of a Set-Cookie value, lower-cased, without a
+/// The `Domain` attributes of a Set-Cookie value, lower-cased, without a
 /// leading dot. An unreadable value counts as scoped elsewhere.
-fn cookie_domain(cookie: &HeaderValue) -> Option<String> {
+fn cookie_domains(cookie: &HeaderValue) -> Vec<String> {
     let Ok(text) = cookie.to_str() else {
-        return Some(String::new());
+        return vec![String::new(), String::new()];
     };
-    text.split(';').skip(1).find_map(|attr| {
-        let (key, value) = attr.split_once('=')?;
-        key.trim()
-            .eq_ignore_ascii_case("domain")
-            .then(|| value.trim().trim_start_matches('.').to_ascii_lowercase())
-    })
+    text.split(';')
+        .skip(1)
+        .filter_map(|attr| {
+            let (key, value) = attr.split_once('=')?;
+            key.trim()
+                .eq_ignore_ascii_case("domain")
+                .then(|| value.trim().trim_start_matches('.').to_ascii_lowercase())
+        })
+        .collect()
 }
 
 /// The protocol an HTTP/1.1 request asks to upgrade to, if it asks.
@@ -329,7 +352,12 @@ fn canonical_ip(ip: IpAddr) -> IpAddr {
 /// Copies bytes both ways between an upgraded visitor connection and the
 /// upgraded upstream connection until either side ends. A failure on
 /// either side cuts the other off too (a reset, not a clean end).
-async fn splice_upgraded(visitor: hyper::upgrade::OnUpgrade, origin: hyper::upgrade::OnUpgrade) {
+/// A shutdown waits for it (up to the grace period) through `_drain`.
+async fn splice_upgraded(
+    visitor: hyper::upgrade::OnUpgrade,
+    origin: hyper::upgrade::OnUpgrade,
+    _drain: DrainGuard,
+) {
     let (visitor, origin) = match tokio::try_join!(visitor, origin) {
         Ok(pair) => pair,
         Err(err) => {

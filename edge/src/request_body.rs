@@ -1,9 +1,11 @@
-//! The request body the edge forwards: the visitor's own, streaming, with a
-//! signal when it has ended, so the wait for the origin's answer starts
-//! when the upload is done rather than when it starts.
+//! The request body the edge forwards: the visitor's own, streaming, and
+//! watched, so the wait for the origin's answer starts when the upload has
+//! ended (an upload of any length is not cut by it), while an upload that
+//! stops moving is still bounded.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -11,22 +13,57 @@ use tokio::sync::watch;
 
 pub struct RequestBody {
     inner: Incoming,
-    ended: watch::Sender<bool>,
+    progress: watch::Sender<Progress>,
 }
 
-/// Resolves when the body has ended, failed, or been dropped.
-pub struct BodyEnd(watch::Receiver<bool>);
+#[derive(Debug, Clone, Copy)]
+struct Progress {
+    frames: u64,
+    ended: bool,
+}
 
-impl BodyEnd {
-    pub async fn wait(mut self) {
-        let _ = self.0.wait_for(|ended| *ended).await;
+/// What [`BodyWatch::ended_or_stalled`] saw.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BodyOutcome {
+    /// The body ended (or failed, or was dropped).
+    Ended,
+    /// No frame moved for the whole period.
+    Stalled,
+}
+
+/// Watches a [`RequestBody`] from outside.
+pub struct BodyWatch(watch::Receiver<Progress>);
+
+impl BodyWatch {
+    /// Resolves when the body has ended, or has not moved for `idle`.
+    pub async fn ended_or_stalled(&mut self, idle: Duration) -> BodyOutcome {
+        loop {
+            if self.0.borrow_and_update().ended {
+                return BodyOutcome::Ended;
+            }
+            match tokio::time::timeout(idle, self.0.changed()).await {
+                Err(_) => return BodyOutcome::Stalled,
+                Ok(Err(_)) => return BodyOutcome::Ended,
+                Ok(Ok(())) => {}
+            }
+        }
     }
 }
 
 impl RequestBody {
-    pub fn new(inner: Incoming) -> (Self, BodyEnd) {
-        let (ended, watch) = watch::channel(inner.is_end_stream());
-        (Self { inner, ended }, BodyEnd(watch))
+    pub fn new(inner: Incoming) -> (Self, BodyWatch) {
+        let (progress, watch) = watch::channel(Progress {
+            frames: 0,
+            ended: inner.is_end_stream(),
+        });
+        (Self { inner, progress }, BodyWatch(watch))
+    }
+
+    fn mark(&self, ended: bool) {
+        self.progress.send_modify(|p| {
+            p.frames += 1;
+            p.ended |= ended;
+        });
     }
 }
 
@@ -39,21 +76,18 @@ impl Body for RequestBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        let ended = match &polled {
-            Poll::Ready(None | Some(Err(_))) => true,
-            Poll::Ready(Some(Ok(_))) => self.inner.is_end_stream(),
-            Poll::Pending => false,
-        };
-        if ended {
-            self.ended.send_replace(true);
+        match &polled {
+            Poll::Ready(None | Some(Err(_))) => self.mark(true),
+            Poll::Ready(Some(Ok(_))) => self.mark(self.inner.is_end_stream()),
+            Poll::Pending => {}
         }
         polled
     }
 
     fn is_end_stream(&self) -> bool {
         let ended = self.inner.is_end_stream();
-        if ended {
-            self.ended.send_replace(true);
+        if ended && !self.progress.borrow().ended {
+            self.mark(true);
         }
         ended
     }

@@ -202,6 +202,15 @@ impl<T: Clone> RouteTable<T> {
             .retain(|_, e| !matches!(e, Entry::Held { until, .. } if *until <= now));
     }
 
+    /// Calls `f` with the target of every live name.
+    pub fn for_each_live(&self, mut f: impl FnMut(&T)) {
+        for entry in self.entries.iter() {
+            if let Entry::Live { target, .. } = entry.value() {
+                f(target);
+            }
+        }
+    }
+
     /// The number of names, live or held.
     pub fn len(&self) -> usize {
         self.entries.len()

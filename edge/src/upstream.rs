@@ -12,6 +12,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
+use std::time::Instant;
 
 use calvin_proto::io::{read_frame, write_frame};
 use calvin_proto::{Port, PreviewName, StreamAnswer, StreamHeader, StreamRefusal};
@@ -19,6 +20,7 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
+use tokio::task::AbortHandle;
 use tracing::debug;
 
 use crate::request_body::RequestBody;
@@ -98,18 +100,39 @@ pub struct Upstream {
     port: Port,
     link: Arc<AgentLink>,
     idle: Mutex<Vec<Idle>>,
-    next_idle_id: AtomicU64,
+    next_conn_id: AtomicU64,
+}
+
+/// An HTTP/1.1 connection over one tunnel stream: its sender, and the task
+/// that drives it (aborted, the stream resets).
+struct Pooled {
+    id: u64,
+    sender: SendRequest<RequestBody>,
+    task: AbortHandle,
 }
 
 struct Idle {
-    id: u64,
-    sender: SendRequest<RequestBody>,
+    conn: Pooled,
+    since: Instant,
 }
 
 impl Drop for Upstream {
     fn drop(&mut self) {
         let idle = self.idle.get_mut().unwrap_or_else(|e| e.into_inner());
         self.link.release_idle(idle.len());
+    }
+}
+
+/// Aborts a connection's task unless disarmed: a request dropped before
+/// its response head (a timeout, a visitor gone) resets the tunnel stream,
+/// so the agent and the origin let go of it at once.
+struct AbortUnlessAnswered(Option<AbortHandle>);
+
+impl Drop for AbortUnlessAnswered {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
     }
 }
 
@@ -120,7 +143,7 @@ impl Upstream {
             port,
             link,
             idle: Mutex::new(Vec::new()),
-            next_idle_id: AtomicU64::new(0),
+            next_conn_id: AtomicU64::new(0),
         })
     }
 
@@ -149,16 +172,19 @@ impl Upstream {
     /// Sends `req` to the origin and returns its response head; the body
     /// streams. Uses an idle connection when one is ready, else opens one
     /// for `client`. A request that an idle connection could not even start
-    /// (the origin had closed it) is sent again on the next.
+    /// (the origin had closed it) is sent again on the next. Dropped before
+    /// the head arrives, it resets the connection it was using.
     pub async fn send(
         self: &Arc<Self>,
         mut req: Request<RequestBody>,
         client: SocketAddr,
     ) -> Result<Response<Incoming>, UpstreamError> {
-        while let Some(mut sender) = self.take_idle() {
-            match sender.try_send_request(req).await {
+        while let Some(mut conn) = self.take_idle() {
+            let mut guard = AbortUnlessAnswered(Some(conn.task.clone()));
+            match conn.sender.try_send_request(req).await {
                 Ok(response) => {
-                    self.recycle(sender);
+                    guard.0 = None;
+                    self.recycle(conn);
                     return Ok(response);
                 }
                 Err(mut failed) => match failed.take_message() {
@@ -167,64 +193,73 @@ impl Upstream {
                 },
             }
         }
-        let mut sender = self.connect(client).await?;
-        let response = sender.send_request(req).await?;
-        self.recycle(sender);
+        let mut conn = self.connect(client).await?;
+        let mut guard = AbortUnlessAnswered(Some(conn.task.clone()));
+        let response = conn.sender.send_request(req).await?;
+        guard.0 = None;
+        self.recycle(conn);
         Ok(response)
     }
 
-    fn take_idle(&self) -> Option<SendRequest<RequestBody>> {
+    fn take_idle(&self) -> Option<Pooled> {
         let mut idle = self.lock();
         while let Some(entry) = idle.pop() {
             self.link.release_idle(1);
-            if entry.sender.is_ready() {
-                return Some(entry.sender);
+            if entry.conn.sender.is_ready()
+                && entry.since.elapsed() < self.link.settings.idle_timeout
+            {
+                return Some(entry.conn);
             }
         }
         None
     }
 
-    /// Puts `sender` back in the pool once its connection is free again
-    /// (its response body read), for at most the idle timeout. Connections
-    /// that end or upgrade, and those past the budgets, are closed.
-    fn recycle(self: &Arc<Self>, mut sender: SendRequest<RequestBody>) {
+    /// Closes idle connections that have ended or been idle too long.
+    pub fn expire_idle(&self) {
+        let idle_timeout = self.link.settings.idle_timeout;
+        let mut idle = self.lock();
+        let before = idle.len();
+        idle.retain(|i| !i.conn.sender.is_closed() && i.since.elapsed() < idle_timeout);
+        self.link.release_idle(before - idle.len());
+    }
+
+    /// Forgets the idle entry of a connection that has ended.
+    fn forget(&self, id: u64) {
+        let mut idle = self.lock();
+        if let Some(at) = idle.iter().position(|i| i.conn.id == id) {
+            idle.swap_remove(at);
+            self.link.release_idle(1);
+        }
+    }
+
+    /// Puts a connection back in the pool once it is free again (its
+    /// response body read). Connections that end or upgrade, and those past
+    /// the budgets, are closed.
+    fn recycle(self: &Arc<Self>, mut conn: Pooled) {
         let pool: Weak<Self> = Arc::downgrade(self);
         tokio::spawn(async move {
-            if sender.ready().await.is_err() {
+            if conn.sender.ready().await.is_err() {
                 return;
             }
             let Some(upstream) = pool.upgrade() else {
                 return;
             };
-            let id = upstream.next_idle_id.fetch_add(1, Ordering::Relaxed);
+            upstream.expire_idle();
+            let mut idle = upstream.lock();
+            if idle.len() < upstream.link.settings.max_idle_per_preview
+                && upstream.link.reserve_idle()
             {
-                let mut idle = upstream.lock();
-                let before = idle.len();
-                idle.retain(|i| !i.sender.is_closed());
-                upstream.link.release_idle(before - idle.len());
-                if idle.len() >= upstream.link.settings.max_idle_per_preview
-                    || !upstream.link.reserve_idle()
-                {
-                    return;
-                }
-                idle.push(Idle { id, sender });
-            }
-            let idle_timeout = upstream.link.settings.idle_timeout;
-            drop(upstream);
-            tokio::time::sleep(idle_timeout).await;
-            if let Some(upstream) = pool.upgrade() {
-                let mut idle = upstream.lock();
-                if let Some(at) = idle.iter().position(|i| i.id == id) {
-                    idle.swap_remove(at);
-                    upstream.link.release_idle(1);
-                }
+                idle.push(Idle {
+                    conn,
+                    since: Instant::now(),
+                });
             }
         });
     }
 
     /// Opens a stream to the agent, asks it to connect to the port, and
     /// starts HTTP/1.1 on the stream.
-    async fn connect(&self, client: SocketAddr) -> Result<SendRequest<RequestBody>, UpstreamError> {
+    async fn connect(self: &Arc<Self>, client: SocketAddr) -> Result<Pooled, UpstreamError> {
         let limit = self.link.settings.connect_timeout;
         let opened = tokio::time::timeout(limit, self.open_stream(client))
             .await
@@ -232,13 +267,21 @@ impl Upstream {
         let (sender, connection) = http1::Builder::new()
             .handshake(TokioIo::new(opened))
             .await?;
-        let name = self.name.clone();
-        tokio::spawn(async move {
+        let id = self.next_conn_id.fetch_add(1, Ordering::Relaxed);
+        let (name, pool) = (self.name.clone(), Arc::downgrade(self));
+        let task = tokio::spawn(async move {
             if let Err(err) = connection.with_upgrades().await {
                 debug!(%name, %err, "upstream connection ended");
             }
+            if let Some(upstream) = pool.upgrade() {
+                upstream.forget(id);
+            }
         });
-        Ok(sender)
+        Ok(Pooled {
+            id,
+            sender,
+            task: task.abort_handle(),
+        })
     }
 
     async fn open_stream(&self, client: SocketAddr) -> Result<TunnelStream, UpstreamError> {

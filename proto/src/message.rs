@@ -28,6 +28,10 @@ pub const KEEP_ALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_s
 /// ...and take a connection silent for three intervals as dead.
 pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
+/// The data streams an agent lets its edge have open at once (one per
+/// upstream connection). The edge keeps its idle connections well under it.
+pub const MAX_DATA_STREAMS: u32 = 1024;
+
 /// A TCP port a preview forwards to: 1..=65535.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "u16", into = "u16")]

@@ -4,13 +4,14 @@
 //! - `GET /bytes/N` -> N bytes of [`pattern`], streamed
 //! - `POST /echo` -> the request body, streamed back as it arrives
 //! - `POST /sha256` -> the hex SHA-256 and length of the body
+//! - `POST /count` -> the length of the body and the sum of its bytes
 //! - `GET /events?type=T` -> three events 300 ms apart, content type T
 //!   (default `text/event-stream`)
 //! - `GET /headers` -> the request headers as JSON `[[name, value], ...]`
 //! - `GET /slow?ms=N` -> waits N ms before answering
 //! - `GET /ws` -> WebSocket echo
-//! - `GET /cookies` -> three Set-Cookie headers: host-only, scoped to the
-//!   preview zone, scoped to the preview's own host
+//! - `GET /cookies` -> four Set-Cookie headers: host-only, scoped to the
+//!   preview zone, scoped to the preview's own host, and one naming both
 //! - `GET /hop` -> hop-by-hop headers an edge must not pass on
 //!
 //! It counts the connections it accepted and those open now.
@@ -139,6 +140,24 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
                 format!("{} {len}\n", hex(&hasher.finalize())),
             )
         }
+        "/count" => {
+            // Length and a sum of every byte (cheap enough for a GiB in a
+            // debug build, unlike a hash).
+            let (mut len, mut sum) = (0u64, 0u64);
+            let mut body = req.into_body();
+            while let Some(frame) = body.frame().await {
+                match frame {
+                    Ok(frame) => {
+                        if let Some(data) = frame.data_ref() {
+                            len += data.len() as u64;
+                            sum = data.iter().fold(sum, |s, b| s.wrapping_add(u64::from(*b)));
+                        }
+                    }
+                    Err(e) => return Ok(full(StatusCode::BAD_REQUEST, e.to_string())),
+                }
+            }
+            full(StatusCode::OK, format!("{len} {sum}\n"))
+        }
         "/events" => events(query(&req, "type")),
         "/headers" => {
             let pairs: Vec<(String, String)> = req
@@ -173,6 +192,7 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
                 "plain=1; Path=/".to_owned(),
                 format!("zone=1; Domain=.{zone}; Path=/"),
                 format!("own=1; Domain={host}"),
+                format!("double=1; Domain={host}; Domain=.{zone}"),
             ] {
                 if let Ok(v) = http::HeaderValue::from_str(&cookie) {
                     r.headers_mut().append(http::header::SET_COOKIE, v);

@@ -482,3 +482,43 @@ async fn serve_names_what_is_wrong_in_the_config() {
     assert!(err.contains("unknown field `listen_port`"), "{err}");
     assert!(err.contains(config.to_str().expect("path")), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_waits_for_an_open_websocket_up_to_the_grace_period() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let mut edge = TestEdge::start_with(EdgeOptions {
+        limits: calvin_edge::Limits {
+            grace_period_secs: 2,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let created = agent.preview(origin.port, Some("socket")).await;
+    let _ = created;
+    let tcp = tokio::net::TcpStream::connect(edge.http)
+        .await
+        .expect("tcp");
+    let url = format!("ws://socket.{DOMAIN}:{}/ws", edge.http.port());
+    let (mut ws, _) = tokio_tungstenite::client_async(url, tcp)
+        .await
+        .expect("websocket");
+
+    let started = Instant::now();
+    let stopping = edge.begin_stop();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // During the drain the WebSocket still works...
+    ws.send(Message::text("still here")).await.expect("send");
+    let echoed = ws.next().await.expect("answer").expect("frame");
+    assert_eq!(echoed.into_text().expect("text"), "still here");
+    // ...and the edge waits for it until the grace period is over.
+    stopping.await.expect("edge task");
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(1800) && took < Duration::from_secs(5),
+        "stopped after {took:?} with a 2 s grace period"
+    );
+}

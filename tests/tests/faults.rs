@@ -321,3 +321,248 @@ async fn silent_visitor_connections_are_closed_by_the_header_timeout() {
         );
     }
 }
+
+/// A server that accepts and reads requests but never answers, and reports
+/// how each connection ended: `true` for a reset, `false` for a clean end.
+async fn stuck_server() -> (u16, tokio::sync::mpsc::UnboundedReceiver<bool>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (ended, endings) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let ended = ended.clone();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    match stream.read(&mut buf).await {
+                        Ok(0) => {
+                            let _ = ended.send(false);
+                            return;
+                        }
+                        Ok(_) => {}
+                        Err(_) => {
+                            let _ = ended.send(true);
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (port, endings)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timed_out_request_resets_the_origins_connection() {
+    let edge = edge_with(Limits {
+        upstream_timeout_secs: 1,
+        ..Default::default()
+    })
+    .await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let (port, mut endings) = stuck_server().await;
+    let created = agent.preview(port, None).await;
+    // The preview's probe connects and closes cleanly.
+    assert_eq!(endings.recv().await, Some(false));
+
+    let out = curl(&edge.ca(), &[&created.url]).await;
+    assert_eq!(out.status, 504);
+    // The origin's connection is let go at once, as a reset: not left
+    // half-open, holding a stream of the agent's.
+    let ending = tokio::time::timeout(Duration::from_secs(3), endings.recv())
+        .await
+        .expect("the origin's connection ends within 3 s of the 504");
+    assert_eq!(ending, Some(true), "ended by a reset");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_the_origin_never_reads_gets_504() {
+    let edge = edge_with(Limits {
+        upstream_timeout_secs: 1,
+        ..Default::default()
+    })
+    .await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    // Accepts, never reads: the upload stalls once the buffers are full.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let created = agent.preview(port, None).await;
+    let big = tempfile::NamedTempFile::new().expect("file");
+    std::fs::write(big.path(), vec![7u8; 64 << 20]).expect("write");
+    let started = Instant::now();
+    let out = curl(
+        &edge.ca(),
+        &[
+            // Over HTTP/2 hyper ends such a stream with RST_STREAM(NO_ERROR)
+            // after the 504 (RFC 9113 8.1), which curl 7.88 reports as a
+            // framing error instead of showing the response.
+            "--http1.1",
+            "--max-time",
+            "20",
+            "-H",
+            "Expect:",
+            "--data-binary",
+            &format!("@{}", big.path().display()),
+            &created.url,
+        ],
+    )
+    .await;
+    assert_eq!(out.status, 504, "{out:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_visitor_that_chose_h2_and_sends_nothing_is_closed() {
+    let edge = edge_with(Limits {
+        header_read_timeout_secs: 1,
+        ..Default::default()
+    })
+    .await;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::pem::PemObject::pem_file_iter(edge.ca()).expect("ca") {
+        roots.add(cert.expect("cert")).expect("root");
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(calvin_edge::tls::provider())
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let tcp = tokio::net::TcpStream::connect(edge.https)
+        .await
+        .expect("tcp");
+    let name = rustls_pki_types::ServerName::try_from(format!("x.{DOMAIN}")).expect("name");
+    let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("tls");
+    assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+    let started = Instant::now();
+    let mut buf = [0u8; 1024];
+    let closed = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            match tls.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "still open after 5 s");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_leave_no_tasks_behind() {
+    let edge = TestEdge::start().await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let created = agent.preview(origin.port, None).await;
+    let url = format!("{}/hello", created.url);
+    let ca = edge.ca();
+    let alive = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    // Warm the pool, then count tasks around 200 more requests on one
+    // keep-alive connection (curl reuses it for repeated URLs).
+    curl(&ca, &[&url]).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = alive();
+    let urls: Vec<String> = (0..200).map(|_| url.clone()).collect();
+    let args: Vec<&str> = urls.iter().map(String::as_str).collect();
+    let out = curl(&ca, &args).await;
+    assert_eq!(out.status, 200);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = alive();
+    assert!(
+        after <= before + 10,
+        "{before} tasks before 200 requests, {after} after"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_per_preview_idle_cap_holds() {
+    let edge = edge_with(Limits {
+        upstream_max_idle_per_preview: 3,
+        ..Default::default()
+    })
+    .await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let created = agent.preview(origin.port, None).await;
+    let requests: Vec<_> = (0..6)
+        .map(|_| {
+            let (ca, url) = (edge.ca(), format!("{}/slow?ms=500", created.url));
+            tokio::spawn(async move { curl(&ca, &[&url]).await.status })
+        })
+        .collect();
+    for request in requests {
+        assert_eq!(request.await.expect("task"), 200);
+    }
+    let open = origin.open.clone();
+    let kept = eventually(Duration::from_secs(5), || {
+        let open = open.clone();
+        async move { (open.load(Ordering::SeqCst) == 3).then_some(()) }
+    })
+    .await;
+    assert!(
+        kept.is_some(),
+        "{} open",
+        origin.open.load(Ordering::SeqCst)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_budget_as_large_as_the_agents_streams_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = calvin_edge::dev::load_or_create(dir.path(), DOMAIN).expect("state");
+    let settings = |idle: usize| calvin_edge::Settings {
+        domain: DOMAIN.into(),
+        public_url: None,
+        listen: calvin_edge::Listen {
+            https: None,
+            http: None,
+            quic: "127.0.0.1:0".parse().expect("addr"),
+        },
+        tls: state.tls.clone(),
+        accounts: vec![("a".into(), token_for("a"))],
+        limits: Limits {
+            upstream_max_idle_per_agent: idle,
+            ..Default::default()
+        },
+        reset_key: state.reset_key,
+    };
+    let max = calvin_proto::MAX_DATA_STREAMS as usize;
+    let err = calvin_edge::Edge::bind(settings(max))
+        .await
+        .err()
+        .expect("refused");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "[limits] upstream_max_idle_per_agent must be under the {max} streams an agent \
+             allows, or idle connections could take every one; got {max}"
+        )
+    );
+    assert!(calvin_edge::Edge::bind(settings(max - 1)).await.is_ok());
+}
