@@ -486,3 +486,40 @@ pub async fn agent_up(edge_dir: &Path, quic: SocketAddr, socket: &Path) -> Proce
     up.line_after("control socket ").await;
     up
 }
+
+/// A TLS client that trusts only `ca`, offering `alpn`.
+pub fn tls_client_config(ca: &Path, alpn: &[&[u8]]) -> rustls::ClientConfig {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(ca).expect("ca") {
+        roots.add(cert.expect("cert")).expect("root");
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(calvin_edge::tls::provider())
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    config
+}
+
+/// Previews `port` through the control socket once its agent is connected.
+pub async fn preview_when_connected(socket: &Path, port: u16) -> PreviewCreated {
+    let client = ControlClient::new(socket);
+    eventually(Duration::from_secs(10), || async {
+        client.preview(port.into(), None).await.ok()?.parse().ok()
+    })
+    .await
+    .expect("the agent connects and previews")
+}
+
+/// Polls `done` every 100 ms until it holds or `limit` passes.
+pub async fn wait_until(limit: Duration, done: impl Fn() -> bool) -> bool {
+    eventually(limit, || {
+        let ok = done();
+        async move { ok.then_some(()) }
+    })
+    .await
+    .is_some()
+}

@@ -259,17 +259,7 @@ async fn sigterm_lets_in_flight_requests_finish_then_exits() {
     let socket = state.path().join("agent.sock");
     let _up = agent_up(&edge_dir, edge.quic, &socket).await;
     let origin = Origin::start().await;
-    let client = ControlClient::new(&socket);
-    let created: PreviewCreated = eventually(Duration::from_secs(10), || async {
-        client
-            .preview(origin.port.into(), None)
-            .await
-            .ok()?
-            .parse()
-            .ok()
-    })
-    .await
-    .expect("preview");
+    let created = preview_when_connected(&socket, origin.port).await;
 
     let ca = edge_dir.join("ca.pem");
     let slow_url = format!("{}/slow?ms=2000", created.url);

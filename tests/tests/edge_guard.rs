@@ -12,16 +12,7 @@ use calvin_tests::*;
 
 /// A QUIC connection to the edge, as an agent would open it.
 async fn dial(edge: &TestEdge) -> quinn::Connection {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pki_types::pem::PemObject::pem_file_iter(edge.ca()).expect("ca") {
-        roots.add(cert.expect("cert")).expect("root");
-    }
-    let mut crypto = rustls::ClientConfig::builder_with_provider(calvin_edge::tls::provider())
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .expect("tls13")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    crypto.alpn_protocols = vec![calvin_proto::ALPN.to_vec()];
+    let crypto = tls_client_config(&edge.ca(), &[calvin_proto::ALPN]);
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(crypto).expect("quic crypto");
     let mut endpoint =
         quinn::Endpoint::client("127.0.0.1:0".parse().expect("addr")).expect("endpoint");

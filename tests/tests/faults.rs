@@ -9,6 +9,20 @@ use calvin_edge::Limits;
 use calvin_tests::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+/// `n` requests at once to a preview, each held 500 ms by the origin, so
+/// each needs its own upstream connection; all must answer 200.
+async fn burst(edge: &TestEdge, url: &str, n: usize) {
+    let requests: Vec<_> = (0..n)
+        .map(|_| {
+            let (ca, url) = (edge.ca(), format!("{url}/slow?ms=500"));
+            tokio::spawn(async move { curl(&ca, &[&url]).await.status })
+        })
+        .collect();
+    for request in requests {
+        assert_eq!(request.await.expect("task"), 200);
+    }
+}
+
 async fn edge_with(limits: Limits) -> TestEdge {
     TestEdge::start_with(EdgeOptions {
         limits,
@@ -184,16 +198,11 @@ async fn pooled_connections_are_reused_then_closed_when_idle() {
     }
     // The preview probe, then one upstream connection for five visitors.
     assert_eq!(origin.accepted.load(Ordering::SeqCst), 2);
-    let open = origin.open.clone();
-    let closed = eventually(Duration::from_secs(5), || {
-        let open = open.clone();
-        async move { (open.load(Ordering::SeqCst) == 0).then_some(()) }
+    let settled = wait_until(Duration::from_secs(5), || {
+        origin.open.load(Ordering::SeqCst) == 0
     })
     .await;
-    assert!(
-        closed.is_some(),
-        "the idle connection was kept past its timeout"
-    );
+    assert!(settled, "the idle connection was kept past its timeout");
     assert_eq!(curl(&edge.ca(), &[&url]).await.status, 200);
 }
 
@@ -210,24 +219,14 @@ async fn idle_connections_stay_within_the_agents_budget() {
     let other = agent.preview(origin.port, Some("other")).await;
 
     // Ten requests at once open ten upstream connections...
-    let requests: Vec<_> = (0..10)
-        .map(|_| {
-            let (ca, url) = (edge.ca(), format!("{}/slow?ms=500", busy.url));
-            tokio::spawn(async move { curl(&ca, &[&url]).await.status })
-        })
-        .collect();
-    for request in requests {
-        assert_eq!(request.await.expect("task"), 200);
-    }
+    burst(&edge, &busy.url, 10).await;
     // ...of which the agent's budget keeps four.
-    let open = origin.open.clone();
-    let kept = eventually(Duration::from_secs(5), || {
-        let open = open.clone();
-        async move { (open.load(Ordering::SeqCst) == 4).then_some(()) }
+    let settled = wait_until(Duration::from_secs(5), || {
+        origin.open.load(Ordering::SeqCst) == 4
     })
     .await;
     assert!(
-        kept.is_some(),
+        settled,
         "{} connections open",
         origin.open.load(Ordering::SeqCst)
     );
@@ -244,18 +243,7 @@ async fn a_killed_agent_reads_offline() {
     let socket = state.path().join("agent.sock");
     let agent = agent_up(&edge_dir, edge.quic, &socket).await;
     let origin = Origin::start().await;
-    let client = calvin_agent::control_client::ControlClient::new(&socket);
-    let created: calvin_agent::api::PreviewCreated =
-        eventually(Duration::from_secs(10), || async {
-            client
-                .preview(origin.port.into(), None)
-                .await
-                .ok()?
-                .parse()
-                .ok()
-        })
-        .await
-        .expect("preview");
+    let created = preview_when_connected(&socket, origin.port).await;
     let ca = edge_dir.join("ca.pem");
     assert_eq!(
         curl(&ca, &[&format!("{}/hello", created.url)]).await.status,
@@ -432,16 +420,7 @@ async fn a_tls_visitor_that_chose_h2_and_sends_nothing_is_closed() {
         ..Default::default()
     })
     .await;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pki_types::pem::PemObject::pem_file_iter(edge.ca()).expect("ca") {
-        roots.add(cert.expect("cert")).expect("root");
-    }
-    let mut config = rustls::ClientConfig::builder_with_provider(calvin_edge::tls::provider())
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    let config = tls_client_config(&edge.ca(), &[b"h2"]);
     let tcp = tokio::net::TcpStream::connect(edge.https)
         .await
         .expect("tcp");
@@ -510,26 +489,12 @@ async fn the_per_preview_idle_cap_holds() {
     let agent = TestAgent::start(&edge, "alice").await;
     let origin = Origin::start().await;
     let created = agent.preview(origin.port, None).await;
-    let requests: Vec<_> = (0..6)
-        .map(|_| {
-            let (ca, url) = (edge.ca(), format!("{}/slow?ms=500", created.url));
-            tokio::spawn(async move { curl(&ca, &[&url]).await.status })
-        })
-        .collect();
-    for request in requests {
-        assert_eq!(request.await.expect("task"), 200);
-    }
-    let open = origin.open.clone();
-    let kept = eventually(Duration::from_secs(5), || {
-        let open = open.clone();
-        async move { (open.load(Ordering::SeqCst) == 3).then_some(()) }
+    burst(&edge, &created.url, 6).await;
+    let settled = wait_until(Duration::from_secs(5), || {
+        origin.open.load(Ordering::SeqCst) == 3
     })
     .await;
-    assert!(
-        kept.is_some(),
-        "{} open",
-        origin.open.load(Ordering::SeqCst)
-    );
+    assert!(settled, "{} open", origin.open.load(Ordering::SeqCst));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

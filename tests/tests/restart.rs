@@ -75,18 +75,7 @@ async fn killed_edge_binary_restarts_and_the_agent_binary_reconnects_within_15_s
     let mut agent = agent_up(&edge_dir, edge.quic, &socket).await;
     let quic = edge.quic.to_string();
     let origin = Origin::start().await;
-    let client = calvin_agent::control_client::ControlClient::new(&socket);
-    let created: calvin_agent::api::PreviewCreated =
-        eventually(Duration::from_secs(10), || async {
-            client
-                .preview(origin.port.into(), None)
-                .await
-                .ok()?
-                .parse()
-                .ok()
-        })
-        .await
-        .expect("the agent connects and previews");
+    let created = preview_when_connected(&socket, origin.port).await;
     let url = format!("{}/hello", created.url);
     assert!(serves(&ca, &url).await.is_some());
 

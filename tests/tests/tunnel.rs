@@ -188,22 +188,7 @@ async fn events_arrive_when_written_whatever_the_content_type() {
 }
 
 fn tls_client(ca: &std::path::Path) -> tokio_rustls::TlsConnector {
-    tokio_rustls::TlsConnector::from(tls_client_config(ca))
-}
-
-fn tls_client_config(ca: &std::path::Path) -> Arc<rustls::ClientConfig> {
-    use rustls_pki_types::CertificateDer;
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(ca).expect("ca") {
-        roots.add(cert.expect("cert")).expect("root");
-    }
-    let config = rustls::ClientConfig::builder_with_provider(calvin_edge::tls::provider())
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Arc::new(config)
+    tokio_rustls::TlsConnector::from(Arc::new(tls_client_config(ca, &[])))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -758,9 +743,8 @@ async fn each_request_is_routed_by_its_own_host() {
     let tcp = tokio::net::TcpStream::connect(edge.https)
         .await
         .expect("tcp");
-    let mut tls_config = (*tls_client_config(&edge.ca())).clone();
-    tls_config.alpn_protocols = vec![b"h2".to_vec()];
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(tls_config));
+    let connector =
+        tokio_rustls::TlsConnector::from(Arc::new(tls_client_config(&edge.ca(), &[b"h2"])));
     let server_name =
         rustls_pki_types::ServerName::try_from(format!("live.{DOMAIN}")).expect("name");
     let tls = connector.connect(server_name, tcp).await.expect("tls");
