@@ -124,8 +124,8 @@ struct Shared {
     token: String,
     previews: Previews,
     link: watch::Sender<LinkState>,
-    /// The last Welcome's URL template, for URLs while reconnecting.
-    url_template: Mutex<Option<String>>,
+    /// The last Welcome, for URLs while reconnecting.
+    welcome: Mutex<Option<Welcome>>,
     /// Serializes preview and unpreview, so "the port's existing name" is
     /// never made twice by two callers at once.
     ops: tokio::sync::Mutex<()>,
@@ -140,7 +140,7 @@ impl Agent {
                 token,
                 previews: Previews::default(),
                 link,
-                url_template: Mutex::new(None),
+                welcome: Mutex::new(None),
                 ops: tokio::sync::Mutex::new(()),
             }),
         }
@@ -269,7 +269,7 @@ impl Agent {
                 )));
             }
         };
-        self.apply_welcome(&welcome);
+        self.apply_welcome(welcome);
 
         let (calls, requests) = mpsc::channel(64);
         tokio::spawn(control_loop(conn.clone(), send, recv, requests));
@@ -286,22 +286,23 @@ impl Agent {
         Ok(link)
     }
 
-    fn apply_welcome(&self, welcome: &Welcome) {
+    fn apply_welcome(&self, welcome: Welcome) {
         let mut previews = self.previews();
         for rejected in &welcome.rejected {
             warn!(name = %rejected.name, reason = %rejected.failure, "preview not restored");
             previews.remove(&rejected.name);
         }
-        *self
-            .shared
-            .url_template
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(welcome.url_template.clone());
+        drop(previews);
         info!(
             account = %welcome.account,
             restored = welcome.restored.len(),
             "connected to the edge"
         );
+        *self
+            .shared
+            .welcome
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(welcome);
     }
 
     fn previews(&self) -> std::sync::MutexGuard<'_, BTreeMap<PreviewName, Port>> {
@@ -330,14 +331,15 @@ impl Agent {
     }
 
     fn url_for(&self, name: &PreviewName) -> String {
-        let template = self
+        let welcome = self
             .shared
-            .url_template
+            .welcome
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .unwrap_or_default();
-        template.replace("{name}", name.as_str())
+            .unwrap_or_else(|e| e.into_inner());
+        welcome
+            .as_ref()
+            .map(|w| w.url_for(name))
+            .unwrap_or_default()
     }
 
     /// Gives `port` a public URL. Without a name, the port's existing name
@@ -480,13 +482,6 @@ async fn control_loop(
             conn.close(0u32.into(), b"control stream failed");
             return;
         }
-    }
-}
-
-impl Agent {
-    /// The edge this agent dials.
-    pub fn edge(&self) -> &EdgeAddress {
-        &self.shared.edge
     }
 }
 

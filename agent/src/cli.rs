@@ -92,6 +92,15 @@ struct SocketArg {
     socket: Option<PathBuf>,
 }
 
+impl EdgeArgs {
+    /// The edge to dial and the token to show it.
+    fn open(&self) -> anyhow::Result<(EdgeAddress, String)> {
+        let token = read_token(&self.token_file)?;
+        let edge = EdgeAddress::new(&self.edge, self.ca.as_deref(), self.server_name.as_deref())?;
+        Ok((edge, token))
+    }
+}
+
 impl SocketArg {
     fn path(&self) -> PathBuf {
         self.socket
@@ -107,32 +116,16 @@ struct ShareArgs {
     #[arg(long)]
     name: Option<String>,
     /// Run a dev edge on loopback in this process (no configuration needed)
-    #[arg(long)]
+    #[arg(
+        long,
+        conflicts_with = "EdgeArgs",
+        required_unless_present = "EdgeArgs"
+    )]
     dev: bool,
     #[command(flatten)]
     dev_edge: DevArgs,
-    /// The edge's QUIC address
-    #[arg(
-        long,
-        value_name = "HOST:PORT",
-        conflicts_with = "dev",
-        required_unless_present = "dev"
-    )]
-    edge: Option<String>,
-    /// File holding this agent's token
-    #[arg(
-        long,
-        value_name = "F",
-        conflicts_with = "dev",
-        required_unless_present = "dev"
-    )]
-    token_file: Option<PathBuf>,
-    /// Trust only this CA for the edge (default: the system's roots)
-    #[arg(long, value_name = "PEM", conflicts_with = "dev")]
-    ca: Option<PathBuf>,
-    /// The name the edge's certificate must carry (default: HOST)
-    #[arg(long, value_name = "NAME", conflicts_with = "dev")]
-    server_name: Option<String>,
+    #[command(flatten)]
+    remote: Option<EdgeArgs>,
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -226,8 +219,7 @@ fn read_token(path: &Path) -> anyhow::Result<String> {
 }
 
 async fn up(args: EdgeArgs, socket: PathBuf) -> anyhow::Result<ExitCode> {
-    let token = read_token(&args.token_file)?;
-    let edge = EdgeAddress::new(&args.edge, args.ca.as_deref(), args.server_name.as_deref())?;
+    let (edge, token) = args.open()?;
     let listener = control_api::bind(&socket).await?;
     println!("control socket {}", socket.display());
     let agent = Agent::new(edge, token);
@@ -276,12 +268,9 @@ async fn share(args: ShareArgs) -> anyhow::Result<ExitCode> {
         }));
         (address, state.token, Some(task))
     } else {
-        let edge = args.edge.context("--edge is required without --dev")?;
-        let token_file = args
-            .token_file
-            .context("--token-file is required without --dev")?;
-        let address = EdgeAddress::new(&edge, args.ca.as_deref(), args.server_name.as_deref())?;
-        (address, read_token(&token_file)?, None)
+        let remote = args.remote.context("--edge and --token-file, or --dev")?;
+        let (address, token) = remote.open()?;
+        (address, token, None)
     };
 
     let agent = Agent::new(edge, token);

@@ -144,26 +144,8 @@ async fn route(agent: &Agent, req: Request<Incoming>) -> Answer {
         (Method::DELETE, p) if p.starts_with("/v1/previews/") => {
             delete(agent, &p["/v1/previews/".len()..]).await
         }
-        (_, "/v1/previews") => {
-            let mut r = error(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                "use GET or POST",
-            );
-            r.headers_mut()
-                .insert(ALLOW, HeaderValue::from_static("GET, POST"));
-            r
-        }
-        (_, p) if p.starts_with("/v1/previews/") => {
-            let mut r = error(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "method_not_allowed",
-                "use DELETE",
-            );
-            r.headers_mut()
-                .insert(ALLOW, HeaderValue::from_static("DELETE"));
-            r
-        }
+        (_, "/v1/previews") => method_not_allowed("GET, POST"),
+        (_, p) if p.starts_with("/v1/previews/") => method_not_allowed("DELETE"),
         _ => error(
             StatusCode::NOT_FOUND,
             "not_found",
@@ -248,6 +230,17 @@ fn preview_error(err: PreviewError) -> Answer {
         },
     };
     error(status, code, &err.to_string())
+}
+
+fn method_not_allowed(allow: &'static str) -> Answer {
+    let mut r = error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        &format!("use {}", allow.replace(", ", " or ")),
+    );
+    r.headers_mut()
+        .insert(ALLOW, HeaderValue::from_static(allow));
+    r
 }
 
 fn json<T: Serialize>(status: StatusCode, value: &T) -> Answer {

@@ -72,11 +72,12 @@ impl EdgeError {
         }
     }
 
-    /// The response for a visitor whose request carried `headers`.
-    pub fn response(&self, headers: &HeaderMap) -> Response<Full<Bytes>> {
+    /// The response for a visitor who accepts HTML (see [`accepts_html`]),
+    /// or plain text.
+    pub fn response(&self, as_html: bool) -> Response<Full<Bytes>> {
         let status = self.status();
         let message = self.message();
-        let (content_type, body) = if accepts_html(headers) {
+        let (content_type, body) = if as_html {
             ("text/html; charset=utf-8", html(status, &message))
         } else {
             ("text/plain; charset=utf-8", format!("{message}\n"))
@@ -91,7 +92,8 @@ impl EdgeError {
     }
 }
 
-fn accepts_html(headers: &HeaderMap) -> bool {
+/// Whether a request's Accept header names `text/html`.
+pub fn accepts_html(headers: &HeaderMap) -> bool {
     headers
         .get_all(ACCEPT)
         .iter()
@@ -143,7 +145,8 @@ mod tests {
             PreviewName::parse("web").unwrap(),
             3000u16.try_into().unwrap(),
         );
-        let r: Response<Full<Bytes>> = err.response(&HeaderMap::new());
+        assert!(!accepts_html(&HeaderMap::new()));
+        let r: Response<Full<Bytes>> = err.response(false);
         assert_eq!(r.status(), 502);
         assert_eq!(r.headers()[CONTENT_TYPE], "text/plain; charset=utf-8");
         assert_eq!(r.headers()[ERROR_HEADER], "not-listening");
@@ -154,7 +157,8 @@ mod tests {
             ACCEPT,
             HeaderValue::from_static("text/html,application/xhtml+xml;q=0.9"),
         );
-        let r: Response<Full<Bytes>> = err.response(&h);
+        assert!(accepts_html(&h));
+        let r: Response<Full<Bytes>> = err.response(true);
         assert_eq!(r.headers()[CONTENT_TYPE], "text/html; charset=utf-8");
         let page = body(r);
         assert!(page.contains("<title>502 Bad Gateway</title>"), "{page}");

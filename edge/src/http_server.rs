@@ -101,14 +101,11 @@ impl HttpServer {
         mut stop: watch::Receiver<bool>,
         drain: DrainGuard,
     ) {
-        let opening = tokio::select! {
-            opening = tokio::time::timeout(self.header_read_timeout, read_opening(&mut stream)) => opening,
-            _ = stop.wait_for(|s| *s) => return,
-        };
-        let (prefix, h2) = match opening {
-            Ok(Ok(opening)) => opening,
-            Ok(Err(err)) => return debug!(%peer, %err, "visitor connection failed"),
-            Err(_) => return debug!(%peer, "no request in time"),
+        let opening = read_opening(&mut stream);
+        let limit = self.header_read_timeout;
+        let Some((prefix, h2)) = start_step("no request", peer, limit, &mut stop, opening).await
+        else {
+            return;
         };
         let stream = Rewind::new(prefix, stream);
         self.serve(stream, peer, Scheme::Http, h2, stop, drain)
@@ -123,14 +120,17 @@ impl HttpServer {
         mut stop: watch::Receiver<bool>,
         drain: DrainGuard,
     ) {
-        let handshake = tokio::select! {
-            handshake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(stream)) => handshake,
-            _ = stop.wait_for(|s| *s) => return,
-        };
-        let mut stream = match handshake {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(err)) => return debug!(%peer, %err, "TLS handshake failed"),
-            Err(_) => return debug!(%peer, "TLS handshake timed out"),
+        let handshake = acceptor.accept(stream);
+        let Some(mut stream) = start_step(
+            "no TLS handshake",
+            peer,
+            TLS_HANDSHAKE_TIMEOUT,
+            &mut stop,
+            handshake,
+        )
+        .await
+        else {
+            return;
         };
         if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
             // HTTP/1.1: hyper's header timeout covers the first request.
@@ -138,14 +138,12 @@ impl HttpServer {
                 .serve(stream, peer, Scheme::Https, false, stop, drain)
                 .await;
         }
-        let opening = tokio::select! {
-            opening = tokio::time::timeout(self.header_read_timeout, read_opening(&mut stream)) => opening,
-            _ = stop.wait_for(|s| *s) => return,
-        };
-        let prefix = match opening {
-            Ok(Ok((prefix, _))) => prefix,
-            Ok(Err(err)) => return debug!(%peer, %err, "visitor connection failed"),
-            Err(_) => return debug!(%peer, "no HTTP/2 preface in time"),
+        let opening = read_opening(&mut stream);
+        let limit = self.header_read_timeout;
+        let Some((prefix, _)) =
+            start_step("no HTTP/2 preface", peer, limit, &mut stop, opening).await
+        else {
+            return;
         };
         let stream = Rewind::new(prefix, stream);
         self.serve(stream, peer, Scheme::Https, true, stop, drain)
@@ -179,6 +177,32 @@ impl HttpServer {
         if let Err(err) = ended {
             debug!(%peer, %err, "visitor connection ended");
         }
+    }
+}
+
+/// One step of a connection's start (TLS handshake, opening bytes): its
+/// result, or `None` (logged as `what` and why) when it fails, takes longer
+/// than `limit`, or the edge stops meanwhile.
+async fn start_step<T, E: std::fmt::Display>(
+    what: &str,
+    peer: SocketAddr,
+    limit: Duration,
+    stop: &mut watch::Receiver<bool>,
+    step: impl Future<Output = Result<T, E>>,
+) -> Option<T> {
+    tokio::select! {
+        done = tokio::time::timeout(limit, step) => match done {
+            Ok(Ok(value)) => Some(value),
+            Ok(Err(err)) => {
+                debug!(%peer, %err, "{what}: the connection failed");
+                None
+            }
+            Err(_) => {
+                debug!(%peer, "{what} within {} s", limit.as_secs());
+                None
+            }
+        },
+        _ = stop.wait_for(|s| *s) => None,
     }
 }
 

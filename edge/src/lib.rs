@@ -298,23 +298,16 @@ impl Edge {
             self.hub.clone(),
             stop.clone(),
         ));
+        // Held names whose lease ended, and idle upstream connections of
+        // pools nobody uses, go here.
         let routes = self.routes.clone();
-        let sweeper = tokio::spawn(async move {
-            let mut every = tokio::time::interval(Duration::from_secs(60));
-            loop {
-                every.tick().await;
-                routes.sweep();
-            }
-        });
-        // Idle upstream connections of pools nobody uses expire here.
-        let routes = self.routes.clone();
-        let pool_sweep = (self.hub.upstream.idle_timeout / 2)
+        let every = (self.hub.upstream.idle_timeout / 2)
             .clamp(Duration::from_millis(500), Duration::from_secs(30));
-        let pool_sweeper = tokio::spawn(async move {
-            let mut every = tokio::time::interval(pool_sweep);
+        let sweeper = tokio::spawn(async move {
+            let mut every = tokio::time::interval(every);
             loop {
                 every.tick().await;
-                routes.for_each_live(|upstream| upstream.expire_idle());
+                routes.sweep(|upstream| upstream.expire_idle());
             }
         });
 
@@ -337,7 +330,6 @@ impl Edge {
             warn!("grace period over; closing the remaining connections");
         }
         sweeper.abort();
-        pool_sweeper.abort();
         self.endpoint.close(
             tunnel::close_code::SHUTTING_DOWN.into(),
             b"edge shutting down",

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use calvin_proto::PreviewName;
 use http::header::{self, HeaderName, HeaderValue};
 use http::{HeaderMap, Request, Response, StatusCode, Uri, Version};
 use http_body_util::{Either, Full};
@@ -13,7 +14,7 @@ use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
 use tracing::debug;
 
-use crate::error_page::EdgeError;
+use crate::error_page::{self, EdgeError};
 use crate::host;
 use crate::request_body::{BodyOutcome, RequestBody};
 use crate::route_table::{Lookup, RouteTable};
@@ -70,12 +71,12 @@ impl Proxy {
         scheme: Scheme,
         drain: &DrainGuard,
     ) -> Response<Body> {
-        let visitor_headers = req.headers().clone();
+        let html = error_page::accepts_html(req.headers());
         match self.forward(req, peer, scheme, drain).await {
             Ok(response) => response,
             Err(err) => {
                 debug!(code = err.code(), "{}", err.message());
-                err.response(&visitor_headers).map(Either::Right)
+                err.response(html).map(Either::Right)
             }
         }
     }
@@ -136,7 +137,7 @@ impl Proxy {
         // The origin's HTTP version is its own; the visitor's connection has
         // its own version, which hyper writes.
         *response.version_mut() = Version::default();
-        drop_zone_cookies(response.headers_mut(), &host, &self.domain);
+        drop_zone_cookies(response.headers_mut(), &name, &self.domain);
         let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
         let accepted_upgrade = response.headers().get(header::UPGRADE).cloned();
         strip_hop_by_hop(response.headers_mut());
@@ -184,53 +185,45 @@ fn upstream_error(upstream: &Upstream, err: UpstreamError) -> EdgeError {
 /// (another account's, too) would receive. This covers cookies set by the
 /// server; a page's script can still try `document.cookie`, which only
 /// listing the zone on the Public Suffix List stops.
-fn drop_zone_cookies(headers: &mut HeaderMap, host: &str, domain: &str) {
-    let own_host = host
-        .rsplit_once(':')
-        .map_or(host, |(h, _)| h)
-        .trim_end_matches('.')
-        .to_ascii_lowercase();
+fn drop_zone_cookies(headers: &mut HeaderMap, name: &PreviewName, domain: &str) {
+    if !headers.contains_key(header::SET_COOKIE) {
+        return;
+    }
+    let own_host = format!("{name}.{domain}");
     let cookies: Vec<HeaderValue> = headers
         .get_all(header::SET_COOKIE)
         .iter()
         .cloned()
         .collect();
-    if cookies.is_empty() {
-        return;
-    }
     headers.remove(header::SET_COOKIE);
     for cookie in cookies {
-        // Browsers use the last Domain attribute (RFC 6265 5.3); one that
-        // names two is dropped rather than guessed at.
-        let domains = cookie_domains(&cookie);
-        let scoped_elsewhere = match domains.as_slice() {
-            [] => false,
-            [only] => *only != own_host,
-            _ => true,
-        };
-        if scoped_elsewhere {
-            debug!(%domain, "dropped a Set-Cookie scoped beyond the preview");
-        } else {
+        if cookie_stays_on(&cookie, &own_host) {
             headers.append(header::SET_COOKIE, cookie);
+        } else {
+            debug!(%name, "dropped a Set-Cookie scoped beyond the preview");
         }
     }
 }
 
-/// The `Domain` attributes of a Set-Cookie value, lower-cased, without a
-/// leading dot. An unreadable value counts as scoped elsewhere.
-fn cookie_domains(cookie: &HeaderValue) -> Vec<String> {
+/// Whether a Set-Cookie value stays on `host`: no `Domain` attribute, or
+/// exactly one naming `host`. Browsers use the last of several (RFC 6265
+/// 5.3); a value with two is dropped rather than guessed at, and so is an
+/// unreadable one.
+fn cookie_stays_on(cookie: &HeaderValue, host: &str) -> bool {
     let Ok(text) = cookie.to_str() else {
-        return vec![String::new(), String::new()];
+        return false;
     };
-    text.split(';')
-        .skip(1)
-        .filter_map(|attr| {
-            let (key, value) = attr.split_once('=')?;
-            key.trim()
-                .eq_ignore_ascii_case("domain")
-                .then(|| value.trim().trim_start_matches('.').to_ascii_lowercase())
-        })
-        .collect()
+    let mut domains = text.split(';').skip(1).filter_map(|attr| {
+        let (key, value) = attr.split_once('=')?;
+        key.trim()
+            .eq_ignore_ascii_case("domain")
+            .then(|| value.trim().trim_start_matches('.'))
+    });
+    match (domains.next(), domains.next()) {
+        (None, _) => true,
+        (Some(only), None) => only.eq_ignore_ascii_case(host),
+        (Some(_), Some(_)) => false,
+    }
 }
 
 /// The protocol an HTTP/1.1 request asks to upgrade to, if it asks.

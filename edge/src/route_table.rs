@@ -195,20 +195,17 @@ impl<T: Clone> RouteTable<T> {
         true
     }
 
-    /// Forgets held names whose lease has ended.
-    pub fn sweep(&self) {
+    /// Forgets held names whose lease has ended, and calls `on_live` with
+    /// the target of every live name, in one pass.
+    pub fn sweep(&self, mut on_live: impl FnMut(&T)) {
         let now = Instant::now();
-        self.entries
-            .retain(|_, e| !matches!(e, Entry::Held { until, .. } if *until <= now));
-    }
-
-    /// Calls `f` with the target of every live name.
-    pub fn for_each_live(&self, mut f: impl FnMut(&T)) {
-        for entry in self.entries.iter() {
-            if let Entry::Live { target, .. } = entry.value() {
-                f(target);
+        self.entries.retain(|_, entry| match entry {
+            Entry::Live { target, .. } => {
+                on_live(target);
+                true
             }
-        }
+            Entry::Held { until, .. } => *until > now,
+        });
     }
 
     /// The number of names, live or held.
@@ -328,7 +325,7 @@ mod tests {
         t.claim(Some(name("kept")), &alice, |_, _| 2).unwrap();
         t.release(&n, id);
         assert_eq!(t.len(), 2);
-        t.sweep();
+        t.sweep(|_| {});
         assert_eq!(t.len(), 1);
         assert!(matches!(t.lookup(&name("kept")), Lookup::Live(2)));
     }

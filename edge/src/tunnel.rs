@@ -80,20 +80,12 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
             return debug!("no hello in time");
         }
     };
-    let Some(account) = check_hello(&hub, &hello) else {
-        let why = if hello.version != PROTOCOL_VERSION {
-            Failure::new(
-                ErrorCode::UnsupportedVersion,
-                format!(
-                    "this edge speaks protocol {PROTOCOL_VERSION}; the agent speaks {}",
-                    hello.version
-                ),
-            )
-        } else {
-            Failure::new(ErrorCode::BadToken, "the edge does not know this token")
-        };
-        warn!(reason = %why, "agent refused");
-        return refuse(&conn, &mut send, why).await;
+    let account = match authorize(&hub, &hello) {
+        Ok(account) => account,
+        Err(why) => {
+            warn!(reason = %why, "agent refused");
+            return refuse(&conn, &mut send, why).await;
+        }
     };
     tracing::Span::current().record("account", account.as_str());
     let link = AgentLink::new(conn.clone(), hub.upstream.clone());
@@ -125,9 +117,20 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
     session.end();
 }
 
-fn check_hello(hub: &AgentHub, hello: &Hello) -> Option<AccountId> {
-    let account = hub.accounts.authenticate(&hello.token)?;
-    (hello.version == PROTOCOL_VERSION).then_some(account)
+/// The account a hello speaks for, or why it is refused.
+fn authorize(hub: &AgentHub, hello: &Hello) -> Result<AccountId, Failure> {
+    if hello.version != PROTOCOL_VERSION {
+        return Err(Failure::new(
+            ErrorCode::UnsupportedVersion,
+            format!(
+                "this edge speaks protocol {PROTOCOL_VERSION}; the agent speaks {}",
+                hello.version
+            ),
+        ));
+    }
+    hub.accounts
+        .authenticate(&hello.token)
+        .ok_or_else(|| Failure::new(ErrorCode::BadToken, "the edge does not know this token"))
 }
 
 /// Sends the refusal, lets the agent read it, then closes.

@@ -74,11 +74,6 @@ impl AgentLink {
         })
     }
 
-    /// Idle upstream connections this agent holds now.
-    pub fn idle(&self) -> usize {
-        self.idle.load(Ordering::Relaxed)
-    }
-
     /// Counts one more idle connection, unless the budget is spent.
     fn reserve_idle(&self) -> bool {
         let max = self.settings.max_idle_per_agent;
@@ -158,11 +153,6 @@ impl Upstream {
     /// Whether the agent's connection has ended.
     pub fn agent_gone(&self) -> bool {
         self.link.conn.close_reason().is_some()
-    }
-
-    /// Idle connections of this preview now.
-    pub fn idle_count(&self) -> usize {
-        self.lock().len()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use calvin_agent::api::PreviewCreated;
+use calvin_agent::api::{PreviewCreated, PreviewList};
 use calvin_agent::control_client::{Answer, ControlClient};
 use calvin_agent::{Agent, EdgeAddress, control_api};
 use calvin_edge::{Edge, Limits, Listen, Settings};
@@ -164,13 +164,7 @@ pub struct TestAgent {
 impl TestAgent {
     /// An agent of `account` connected to `edge`.
     pub async fn start(edge: &TestEdge, account: &str) -> TestAgent {
-        let agent = Self::spawn(edge, account).await;
-        agent
-            .agent
-            .wait_connected(Duration::from_secs(10))
-            .await
-            .expect("agent connects");
-        agent
+        Self::start_to(edge.quic, &edge.ca(), &token_for(account)).await
     }
 
     /// An agent of any edge, connected.
@@ -227,6 +221,16 @@ impl TestAgent {
         answer
             .parse()
             .unwrap_or_else(|e| panic!("preview {port} {name:?}: {e:?}"))
+    }
+
+    /// `GET /v1/previews` through the control socket.
+    pub async fn list(&self) -> PreviewList {
+        self.client()
+            .list()
+            .await
+            .expect("control API answers")
+            .parse()
+            .expect("a preview list")
     }
 
     pub async fn try_preview(&self, port: i64, name: Option<&str>) -> Answer {

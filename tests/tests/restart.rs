@@ -48,13 +48,7 @@ async fn graceful_edge_restart_same_url_serves_again_within_15_s() {
     );
 
     // Under the same name, and the agent still lists it as before.
-    let list: calvin_agent::api::PreviewList = agent
-        .client()
-        .list()
-        .await
-        .expect("list")
-        .parse()
-        .expect("json");
+    let list = agent.list().await;
     assert!(list.connected);
     assert_eq!(list.previews.len(), 1);
     assert_eq!(list.previews[0].url, created.url);

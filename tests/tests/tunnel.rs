@@ -5,7 +5,7 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use calvin_agent::api::{ApiError, PreviewList};
+use calvin_agent::api::ApiError;
 use calvin_tests::*;
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -478,13 +478,7 @@ async fn invalid_names_and_ports_are_refused_with_their_own_message() {
     }
 
     // Nothing invalid was registered.
-    let list: PreviewList = agent
-        .client()
-        .list()
-        .await
-        .expect("list")
-        .parse()
-        .expect("json");
+    let list = agent.list().await;
     let names: Vec<&str> = list.previews.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, [at_limit.as_str(), "port-max", "port-one"]);
 }
@@ -532,14 +526,7 @@ async fn unpreview_takes_the_url_down() {
     let (status, err) = api_error(s.agent.client().unpreview(&s.name).await.expect("answer")).await;
     assert_eq!((status, err.code.as_str()), (404, "unknown_name"));
     assert_eq!(err.error, format!("no preview named {}", s.name));
-    let list: PreviewList = s
-        .agent
-        .client()
-        .list()
-        .await
-        .expect("list")
-        .parse()
-        .expect("json");
+    let list = s.agent.list().await;
     assert!(list.previews.is_empty());
     drop(s.origin);
 }
@@ -604,14 +591,7 @@ async fn slow_origin_gets_504() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ls_lists_names_ports_and_urls() {
     let s = setup().await;
-    let list: PreviewList = s
-        .agent
-        .client()
-        .list()
-        .await
-        .expect("list")
-        .parse()
-        .expect("json");
+    let list = s.agent.list().await;
     assert!(list.connected);
     assert_eq!(list.previews.len(), 1);
     assert_eq!(list.previews[0].name, s.name);
@@ -631,13 +611,7 @@ async fn a_name_given_again_with_another_port_moves_there() {
     assert!(moved.listening);
     let out = curl(&edge.ca(), &[&format!("{}/hello", moved.url)]).await;
     assert_eq!(out.status, 200, "{out:?}");
-    let list: PreviewList = agent
-        .client()
-        .list()
-        .await
-        .expect("list")
-        .parse()
-        .expect("json");
+    let list = agent.list().await;
     assert_eq!(list.previews.len(), 1);
     assert_eq!(list.previews[0].port, first.port);
 }
