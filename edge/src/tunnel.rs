@@ -49,7 +49,11 @@ pub(crate) async fn accept_agents(
             _ = stop.wait_for(|s| *s) => break,
         };
         let Some(incoming) = incoming else { break };
-        let span = info_span!("agent", remote = %incoming.remote_address());
+        let span = info_span!(
+            "agent",
+            remote = %incoming.remote_address(),
+            account = tracing::field::Empty,
+        );
         tokio::spawn(serve_agent(hub.clone(), incoming).instrument(span));
     }
     // Turn away agents that arrive while the edge drains.
