@@ -2,34 +2,59 @@
 //!
 //! ```toml
 //! domain = "preview.example.com"
+//! public_ips = ["203.0.113.7"]          # what the zone's DNS answers
 //! state_dir = "/var/lib/calvin-edge"
 //! # public_url = "https://{name}.preview.example.com"  # derived when absent
 //!
-//! [listen]             # these are the defaults
+//! [listen]             # the defaults, but dns (off unless given)
 //! https = "0.0.0.0:443"
 //! http = "0.0.0.0:80"  # "" turns a TCP listener off
 //! quic = "0.0.0.0:443"
+//! dns = "0.0.0.0:53"   # UDP and TCP
+//! plain_http = "redirect"  # or "serve" (a TLS-terminating proxy in front)
 //!
-//! [tls]
-//! cert_file = "/etc/calvin/edge.pem"   # chain, leaf first
-//! key_file = "/etc/calvin/edge.key"
+//! [acme]               # the certificate from an ACME CA, through DNS-01
+//! directory = "https://acme-v02.api.letsencrypt.org/directory"
+//! contact = "mailto:ops@example.com"
+//! # ca_file = "/path/ca.pem"     # an extra root for the directory
+//! # renew_days_before = 30       # default: a third of the lifetime left
+//! # retry_min_secs = 60          # failed attempts back off, doubling...
+//! # retry_max_secs = 3600        # ...up to this
+//! # attempt_timeout_secs = 300
 //!
-//! [[accounts]]
-//! name = "team-a"
-//! token_file = "/etc/calvin/team-a.token"   # or: token = "..."
+//! # [tls]              # or: a certificate of your own (SIGHUP reads it again)
+//! # cert_file = "/etc/calvin/edge.pem"   # chain, leaf first
+//! # key_file = "/etc/calvin/edge.key"
+//!
+//! [dns]                # optional; these are the defaults
+//! # nameservers = ["ns.preview.example.com"]
+//! # hostmaster = "hostmaster.preview.example.com"
+//! # ttl = 300
+//! # caa_issuers = ["letsencrypt.org"]    # default: no CAA record
+//!
+//! [agents]
+//! tokens_file = "/etc/calvin/tokens.toml"   # lines of: account = "token"
+//!
+//! # [[accounts]]       # or accounts inline
+//! # name = "team-a"
+//! # token_file = "/etc/calvin/team-a.token"   # or: token = "..."
 //!
 //! [limits]             # see `Limits` for every field and its default
 //! grace_period_secs = 30
 //! ```
 
-use std::net::SocketAddr;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use crate::acme::AcmeSettings;
+use crate::dns::ZoneSettings;
 use crate::state_files::{self, FileError};
-use crate::tls::{TlsError, TlsMaterial};
-use crate::{Limits, Listen, Settings};
+use crate::tls::TlsError;
+use crate::{Certificates, DnsSettings, Limits, Listen, PlainHttp, Settings};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -39,11 +64,85 @@ pub struct ConfigFile {
     #[serde(default)]
     pub public_url: Option<String>,
     #[serde(default)]
+    pub public_ips: Vec<IpAddr>,
+    #[serde(default)]
     pub listen: ListenConfig,
-    pub tls: TlsConfig,
+    #[serde(default)]
+    pub tls: Option<TlsConfig>,
+    #[serde(default)]
+    pub acme: Option<AcmeConfig>,
+    #[serde(default)]
+    pub dns: DnsConfig,
+    #[serde(default)]
+    pub agents: Option<AgentsConfig>,
+    #[serde(default)]
     pub accounts: Vec<AccountConfig>,
     #[serde(default)]
     pub limits: Limits,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AcmeConfig {
+    pub directory: String,
+    #[serde(default)]
+    pub contact: Contact,
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
+    #[serde(default)]
+    pub renew_days_before: Option<u32>,
+    #[serde(default = "default_retry_min")]
+    pub retry_min_secs: u64,
+    #[serde(default = "default_retry_max")]
+    pub retry_max_secs: u64,
+    #[serde(default = "default_attempt_timeout")]
+    pub attempt_timeout_secs: u64,
+}
+
+fn default_retry_min() -> u64 {
+    60
+}
+fn default_retry_max() -> u64 {
+    3600
+}
+fn default_attempt_timeout() -> u64 {
+    300
+}
+
+/// One contact URI or several.
+#[derive(Debug, Default, Deserialize)]
+#[serde(untagged)]
+pub enum Contact {
+    #[default]
+    None,
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Contact {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            Contact::None => vec![],
+            Contact::One(c) => vec![c],
+            Contact::Many(c) => c,
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DnsConfig {
+    pub nameservers: Option<Vec<String>>,
+    pub hostmaster: Option<String>,
+    pub ttl: Option<u32>,
+    pub caa_issuers: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentsConfig {
+    /// A TOML file of `account = "token"` lines.
+    pub tokens_file: PathBuf,
 }
 
 #[derive(Debug, Deserialize)]
@@ -54,6 +153,9 @@ pub struct ListenConfig {
     #[serde(deserialize_with = "optional_addr")]
     pub http: Option<SocketAddr>,
     pub quic: SocketAddr,
+    #[serde(deserialize_with = "optional_addr")]
+    pub dns: Option<SocketAddr>,
+    pub plain_http: PlainHttp,
 }
 
 impl Default for ListenConfig {
@@ -63,6 +165,8 @@ impl Default for ListenConfig {
             https: Some(any(443)),
             http: Some(any(80)),
             quic: any(443),
+            dns: None,
+            plain_http: PlainHttp::Redirect,
         }
     }
 }
@@ -116,8 +220,16 @@ pub enum ConfigError {
     },
     #[error("account {0:?}: give exactly one of token and token_file")]
     Token(String),
-    #[error("no accounts: add at least one [[accounts]] with a token")]
+    #[error("no accounts: give [agents] tokens_file, or at least one [[accounts]] with a token")]
     NoAccounts,
+    #[error("account {0:?} is given twice")]
+    DuplicateAccount(String),
+    #[error(
+        "give exactly one of [tls] (a certificate of your own) and [acme] (one the edge obtains)"
+    )]
+    CertificateSource,
+    #[error("[listen] dns is set but public_ips is empty: the zone would have no addresses")]
+    NoPublicIps,
     #[error(transparent)]
     Tls(#[from] TlsError),
     #[error(transparent)]
@@ -138,10 +250,20 @@ impl ConfigFile {
 
     /// Reads the files the configuration names and makes the settings.
     pub fn into_settings(self) -> Result<Settings, ConfigError> {
-        if self.accounts.is_empty() {
-            return Err(ConfigError::NoAccounts);
-        }
         let mut accounts = Vec::new();
+        if let Some(agents) = &self.agents {
+            let file = &agents.tokens_file;
+            let text = std::fs::read_to_string(file).map_err(|source| ConfigError::Read {
+                path: file.clone(),
+                source,
+            })?;
+            let tokens: BTreeMap<String, String> =
+                toml::from_str(&text).map_err(|source| ConfigError::Parse {
+                    path: file.clone(),
+                    source,
+                })?;
+            accounts.extend(tokens);
+        }
         for account in self.accounts {
             let token = match (account.token, &account.token_file) {
                 (Some(token), None) => token,
@@ -154,7 +276,13 @@ impl ConfigFile {
                     .to_owned(),
                 _ => return Err(ConfigError::Token(account.name)),
             };
+            if accounts.iter().any(|(name, _)| *name == account.name) {
+                return Err(ConfigError::DuplicateAccount(account.name));
+            }
             accounts.push((account.name, token));
+        }
+        if accounts.is_empty() {
+            return Err(ConfigError::NoAccounts);
         }
         std::fs::create_dir_all(&self.state_dir).map_err(|source| ConfigError::Read {
             path: self.state_dir.clone(),
@@ -162,15 +290,61 @@ impl ConfigFile {
         })?;
         let reset_path = self.state_dir.join("reset.key");
         let reset_hex = state_files::load_or_make_secret(&reset_path)?;
+        let domain = self.domain.trim_end_matches('.').to_ascii_lowercase();
+        let certificates = match (self.tls, self.acme) {
+            (Some(tls), None) => Certificates::Files {
+                cert_file: tls.cert_file,
+                key_file: tls.key_file,
+            },
+            (None, Some(acme)) => Certificates::Acme(AcmeSettings {
+                directory: acme.directory,
+                contact: acme.contact.into_vec(),
+                ca_file: acme.ca_file,
+                dir: self.state_dir.join("acme"),
+                renew_before: acme
+                    .renew_days_before
+                    .map(|days| Duration::from_secs(u64::from(days) * 86_400)),
+                retry_min: Duration::from_secs(acme.retry_min_secs.max(1)),
+                retry_max: Duration::from_secs(acme.retry_max_secs.max(acme.retry_min_secs)),
+                attempt_timeout: Duration::from_secs(acme.attempt_timeout_secs.max(1)),
+            }),
+            _ => return Err(ConfigError::CertificateSource),
+        };
+        if let Certificates::Acme(acme) = &certificates {
+            state_files::create_private_dir(&acme.dir)?;
+        }
+        let dns = match self.listen.dns {
+            None => None,
+            Some(_) if self.public_ips.is_empty() => return Err(ConfigError::NoPublicIps),
+            Some(listen) => Some(DnsSettings {
+                listen,
+                zone: ZoneSettings {
+                    nameservers: self
+                        .dns
+                        .nameservers
+                        .unwrap_or_else(|| vec![format!("ns.{domain}")]),
+                    hostmaster: self
+                        .dns
+                        .hostmaster
+                        .unwrap_or_else(|| format!("hostmaster.{domain}")),
+                    ttl: self.dns.ttl.unwrap_or(300),
+                    caa_issuers: self.dns.caa_issuers,
+                    public_ips: self.public_ips,
+                    domain: domain.clone(),
+                },
+            }),
+        };
         Ok(Settings {
-            domain: self.domain,
+            domain,
             public_url: self.public_url,
             listen: Listen {
                 https: self.listen.https,
                 http: self.listen.http,
                 quic: self.listen.quic,
             },
-            tls: TlsMaterial::from_pem_files(&self.tls.cert_file, &self.tls.key_file)?,
+            certificates,
+            dns,
+            plain_http: self.listen.plain_http,
             accounts,
             limits: self.limits,
             reset_key: state_files::decode_hex32(&reset_path, &reset_hex)?,

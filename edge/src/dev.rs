@@ -25,7 +25,7 @@ use crate::state_files::{
     FileError, decode_hex32, load_or_make_secret, read_optional, write_private, write_public,
 };
 use crate::tls::{TlsError, TlsMaterial};
-use crate::{Limits, Listen, ListenerKind, Settings};
+use crate::{Certificates, Limits, Listen, ListenerKind, PlainHttp, Settings};
 
 pub const CA_FILE: &str = "ca.pem";
 pub const TOKEN_FILE: &str = "agent.token";
@@ -107,7 +107,9 @@ impl DevArgs {
                 http: Some(self.http),
                 quic: self.quic,
             },
-            tls: state.tls.clone(),
+            certificates: Certificates::Fixed(state.tls.clone()),
+            dns: None,
+            plain_http: PlainHttp::Serve,
             accounts: vec![(DEV_ACCOUNT.to_owned(), state.token.clone())],
             limits: Limits::default(),
             reset_key: state.reset_key,
@@ -122,6 +124,8 @@ pub fn flag_for(kind: ListenerKind) -> &'static str {
         ListenerKind::Https => "--https",
         ListenerKind::Http => "--http",
         ListenerKind::Quic => "--quic",
+        // The dev edge serves no DNS.
+        ListenerKind::Dns => "(none)",
     }
 }
 

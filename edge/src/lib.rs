@@ -9,11 +9,17 @@
 //! - [`route_table::RouteTable`]: names, their owners and their upstreams.
 //! - [`proxy`]: per-request routing and header rewriting; [`upstream`]: the
 //!   pooled HTTP/1.1-over-QUIC connections; [`tunnel`]: the agents' side.
+//! - [`dns`]: the zone's authoritative DNS; [`acme`]: its certificate;
+//!   [`cert_store`]: the certificate every handshake reads.
 
 pub mod accounts;
+pub mod acme;
+pub mod cert_store;
 pub mod config;
 pub mod dev;
+pub mod dns;
 pub mod error_page;
+pub mod health;
 pub mod host;
 mod http_server;
 pub mod proxy;
@@ -29,6 +35,7 @@ pub mod upstream;
 use std::fmt;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,6 +46,10 @@ use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
 
 use crate::accounts::{AccountError, Accounts};
+use crate::acme::{AcmeSettings, Renewal};
+use crate::cert_store::CertStore;
+use crate::dns::{Challenges, DnsServer, ZoneAnswers, ZoneError, ZoneSettings};
+use crate::health::Health;
 use crate::http_server::HttpServer;
 use crate::proxy::Proxy;
 use crate::route_table::RouteTable;
@@ -54,13 +65,49 @@ pub struct Settings {
     /// the HTTPS port really bound.
     pub public_url: Option<String>,
     pub listen: Listen,
-    pub tls: TlsMaterial,
+    pub certificates: Certificates,
+    /// The zone's DNS server; `None`: the zone is served elsewhere.
+    pub dns: Option<DnsSettings>,
+    /// What the plain HTTP listener does with requests for previews.
+    pub plain_http: PlainHttp,
     /// (account, token) pairs.
     pub accounts: Vec<(String, String)>,
     pub limits: Limits,
     /// Keys QUIC stateless resets: kept across restarts, so agents of a
     /// crashed edge learn at once that their connection is gone.
     pub reset_key: [u8; 32],
+}
+
+/// Where the edge's certificate comes from.
+pub enum Certificates {
+    /// Given once (the dev edge's local CA).
+    Fixed(TlsMaterial),
+    /// PEM files, read at start and again on [`Edge::renewal`]'s
+    /// `renew_now` (SIGHUP).
+    Files {
+        cert_file: PathBuf,
+        key_file: PathBuf,
+    },
+    /// Ordered and renewed from an ACME CA through DNS-01 challenges the
+    /// edge's own DNS answers.
+    Acme(AcmeSettings),
+}
+
+/// The authoritative DNS listener (UDP and TCP) and its zone.
+#[derive(Debug, Clone)]
+pub struct DnsSettings {
+    pub listen: SocketAddr,
+    pub zone: ZoneSettings,
+}
+
+/// The plain HTTP listener's answer to a request for a preview.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlainHttp {
+    /// 308 to the preview's HTTPS URL.
+    Redirect,
+    /// Serve it (a TLS-terminating load balancer in front, benchmarks, dev).
+    Serve,
 }
 
 /// Where the edge listens. HTTPS and HTTP are optional; QUIC is not.
@@ -122,6 +169,7 @@ pub enum ListenerKind {
     Https,
     Http,
     Quic,
+    Dns,
 }
 
 impl fmt::Display for ListenerKind {
@@ -130,13 +178,14 @@ impl fmt::Display for ListenerKind {
             ListenerKind::Https => "HTTPS",
             ListenerKind::Http => "HTTP",
             ListenerKind::Quic => "QUIC",
+            ListenerKind::Dns => "DNS",
         })
     }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("cannot listen for {kind} on {addr}/{}: {source}", if *.kind == ListenerKind::Quic { "udp" } else { "tcp" })]
+    #[error("cannot listen for {kind} on {addr}/{}: {source}", match .kind { ListenerKind::Quic => "udp", ListenerKind::Dns => "udp+tcp", _ => "tcp" })]
     Bind {
         kind: ListenerKind,
         addr: SocketAddr,
@@ -150,6 +199,12 @@ pub enum StartError {
     Domain(String),
     #[error("[limits] {0}")]
     Limits(String),
+    #[error(transparent)]
+    Zone(#[from] ZoneError),
+    #[error(
+        "ACME certificates need the edge's own DNS: set [listen] dns and public_ips, and delegate the zone to the edge"
+    )]
+    AcmeWithoutDns,
 }
 
 /// The addresses an edge really bound.
@@ -158,6 +213,7 @@ pub struct Bound {
     pub https: Option<SocketAddr>,
     pub http: Option<SocketAddr>,
     pub quic: SocketAddr,
+    pub dns: Option<SocketAddr>,
     pub url_template: String,
 }
 
@@ -167,6 +223,11 @@ pub struct Edge {
     https: Option<(TcpListener, TlsAcceptor)>,
     http: Option<TcpListener>,
     endpoint: quinn::Endpoint,
+    dns: Option<DnsServer>,
+    certificates: CertificateKeeper,
+    renewal: Renewal,
+    certs: Arc<CertStore>,
+    domain: String,
     routes: Arc<RouteTable<Arc<upstream::Upstream>>>,
     hub: Arc<AgentHub>,
     server: Arc<HttpServer>,
@@ -187,12 +248,47 @@ impl Edge {
         check_limits(limits)?;
         let bind_err = |kind, addr| move |source| StartError::Bind { kind, addr, source };
 
+        let certs = Arc::new(CertStore::new());
+        let challenges = Challenges::default();
+        let certificates = match &settings.certificates {
+            Certificates::Fixed(material) => {
+                certs.install(material)?;
+                CertificateKeeper::Fixed
+            }
+            Certificates::Files {
+                cert_file,
+                key_file,
+            } => {
+                let info = certs.install(&TlsMaterial::from_pem_files(cert_file, key_file)?)?;
+                info!(%info, "serving the configured certificate");
+                CertificateKeeper::Files(cert_file.clone(), key_file.clone())
+            }
+            Certificates::Acme(acme) => {
+                if settings.dns.is_none() {
+                    return Err(StartError::AcmeWithoutDns);
+                }
+                acme::load_saved(acme, &domain, &certs);
+                CertificateKeeper::Acme(acme.clone(), challenges.clone())
+            }
+        };
+        let dns = match &settings.dns {
+            Some(dns) => {
+                let answers = ZoneAnswers::new(&dns.zone, challenges)?;
+                Some(
+                    DnsServer::bind(dns.listen, answers)
+                        .await
+                        .map_err(bind_err(ListenerKind::Dns, dns.listen))?,
+                )
+            }
+            None => None,
+        };
+
         let https = match settings.listen.https {
             Some(addr) => {
                 let listener = TcpListener::bind(addr)
                     .await
                     .map_err(bind_err(ListenerKind::Https, addr))?;
-                let acceptor = TlsAcceptor::from(Arc::new(tls::https_config(&settings.tls)?));
+                let acceptor = TlsAcceptor::from(Arc::new(tls::https_config(certs.clone())?));
                 Some((listener, acceptor))
             }
             None => None,
@@ -206,7 +302,7 @@ impl Edge {
             None => None,
         };
         let quic_addr = settings.listen.quic;
-        let endpoint = quic_endpoint(quic_addr, &settings).map_err(|e| match e {
+        let endpoint = quic_endpoint(quic_addr, &settings, certs.clone()).map_err(|e| match e {
             QuicBindError::Io(source) => StartError::Bind {
                 kind: ListenerKind::Quic,
                 addr: quic_addr,
@@ -221,6 +317,7 @@ impl Edge {
             https: https_addr,
             http: http.as_ref().and_then(local),
             quic: endpoint.local_addr().unwrap_or(quic_addr),
+            dns: dns.as_ref().map(DnsServer::local_addr),
             url_template: settings
                 .public_url
                 .clone()
@@ -244,10 +341,16 @@ impl Edge {
             }),
             hello_timeout: Duration::from_secs(limits.hello_timeout_secs),
         });
+        let renewal = Renewal::default();
+        let health = Health::new(certs.clone(), renewal.clone(), certificates.source());
+        let redirect_to =
+            (settings.plain_http == PlainHttp::Redirect).then(|| bound.url_template.clone());
         let proxy = Arc::new(Proxy::new(
             routes.clone(),
-            domain,
+            domain.clone(),
             Duration::from_secs(limits.upstream_timeout_secs),
+            health,
+            redirect_to,
         ));
         let server = Arc::new(HttpServer::new(
             proxy,
@@ -258,6 +361,11 @@ impl Edge {
             https,
             http,
             endpoint,
+            dns,
+            certificates,
+            renewal,
+            certs,
+            domain,
             routes,
             hub,
             server,
@@ -267,6 +375,12 @@ impl Edge {
 
     pub fn bound(&self) -> &Bound {
         &self.bound
+    }
+
+    /// The certificate's renewal status, and `renew_now` to renew an ACME
+    /// certificate or read certificate files again.
+    pub fn renewal(&self) -> Renewal {
+        self.renewal.clone()
     }
 
     /// Serves until `shutdown` resolves; then stops accepting, gives
@@ -310,6 +424,12 @@ impl Edge {
                 routes.sweep(|upstream| upstream.expire_idle());
             }
         });
+        let keeper = tokio::spawn(self.certificates.keep(
+            self.domain.clone(),
+            self.certs.clone(),
+            self.renewal.clone(),
+            stop.clone(),
+        ));
 
         shutdown.await;
         info!(
@@ -330,12 +450,63 @@ impl Edge {
             warn!("grace period over; closing the remaining connections");
         }
         sweeper.abort();
+        let _ = keeper.await;
+        if let Some(dns) = self.dns {
+            dns.shutdown().await;
+        }
         self.endpoint.close(
             tunnel::close_code::SHUTTING_DOWN.into(),
             b"edge shutting down",
         );
         let _ = tokio::time::timeout(Duration::from_secs(1), self.endpoint.wait_idle()).await;
         info!("edge stopped");
+    }
+}
+
+/// What keeps the certificate current while the edge runs.
+enum CertificateKeeper {
+    Fixed,
+    Files(PathBuf, PathBuf),
+    Acme(AcmeSettings, Challenges),
+}
+
+impl CertificateKeeper {
+    fn source(&self) -> &'static str {
+        match self {
+            CertificateKeeper::Fixed => "fixed",
+            CertificateKeeper::Files(..) => "files",
+            CertificateKeeper::Acme(..) => "acme",
+        }
+    }
+
+    async fn keep(
+        self,
+        domain: String,
+        certs: Arc<CertStore>,
+        renewal: Renewal,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        match self {
+            CertificateKeeper::Fixed => {}
+            CertificateKeeper::Acme(settings, challenges) => {
+                acme::keep_renewed(settings, domain, certs, challenges, renewal, stop).await
+            }
+            CertificateKeeper::Files(cert_file, key_file) => loop {
+                tokio::select! {
+                    _ = renewal.requested() => {}
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+                let read = TlsMaterial::from_pem_files(&cert_file, &key_file)
+                    .and_then(|material| certs.install(&material));
+                renewal.record(read.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+                match read {
+                    Ok(info) => info!(%info, "read the certificate files again"),
+                    Err(err) => {
+                        warn!(%err, "cannot read the certificate files; serving the previous certificate")
+                    }
+                }
+            },
+        }
     }
 }
 
@@ -428,8 +599,12 @@ enum QuicBindError {
 
 /// A QUIC endpoint on `addr` with large UDP buffers and the persistent
 /// stateless-reset key.
-fn quic_endpoint(addr: SocketAddr, settings: &Settings) -> Result<quinn::Endpoint, QuicBindError> {
-    let server = tls::quic_config(&settings.tls).map_err(QuicBindError::Tls)?;
+fn quic_endpoint(
+    addr: SocketAddr,
+    settings: &Settings,
+    certs: Arc<CertStore>,
+) -> Result<quinn::Endpoint, QuicBindError> {
+    let server = tls::quic_config(certs).map_err(QuicBindError::Tls)?;
     let socket = udp_socket(addr).map_err(QuicBindError::Io)?;
     let reset_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &settings.reset_key);
     // quinn drops packets whose connection ID another generator key signed,

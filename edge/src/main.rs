@@ -22,7 +22,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a public edge from a configuration file
+    /// Run a public edge from a configuration file. SIGHUP renews an ACME
+    /// certificate now, or reads [tls] certificate files again.
     Serve {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
@@ -81,6 +82,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
     };
     print_bound(edge.bound());
+    let renewal = edge.renewal();
+    tokio::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hangup) = signal(SignalKind::hangup()) else {
+            return;
+        };
+        while hangup.recv().await.is_some() {
+            renewal.renew_now();
+        }
+    });
     edge.run(calvin_edge::shutdown_signal()).await;
     Ok(())
 }
@@ -94,5 +105,8 @@ fn print_bound(bound: &Bound) {
         println!("listening http {addr}/tcp");
     }
     println!("listening quic {}/udp", bound.quic);
+    if let Some(addr) = bound.dns {
+        println!("listening dns {addr}/udp+tcp");
+    }
     println!("previews {}", bound.url_template);
 }

@@ -15,6 +15,7 @@ use hyper_util::rt::TokioIo;
 use tracing::debug;
 
 use crate::error_page::{self, EdgeError};
+use crate::health::{self, Health};
 use crate::host;
 use crate::request_body::{BodyOutcome, RequestBody};
 use crate::route_table::{Lookup, RouteTable};
@@ -49,6 +50,10 @@ pub struct Proxy {
     routes: Arc<RouteTable<Arc<Upstream>>>,
     domain: String,
     response_timeout: Duration,
+    health: Health,
+    /// The URL template plain HTTP requests for previews are redirected
+    /// to; `None` serves them.
+    redirect_to: Option<String>,
 }
 
 impl Proxy {
@@ -56,11 +61,15 @@ impl Proxy {
         routes: Arc<RouteTable<Arc<Upstream>>>,
         domain: String,
         response_timeout: Duration,
+        health: Health,
+        redirect_to: Option<String>,
     ) -> Self {
         Self {
             routes,
             domain,
             response_timeout,
+            health,
+            redirect_to,
         }
     }
 
@@ -88,10 +97,16 @@ impl Proxy {
         scheme: Scheme,
         drain: &DrainGuard,
     ) -> Result<Response<Body>, EdgeError> {
-        let host = host::request_host(&req)
-            .ok_or(EdgeError::NotAPreview)?
-            .to_owned();
-        let name = host::preview_name(&host, &self.domain).ok_or(EdgeError::NotAPreview)?;
+        let host = host::request_host(&req).unwrap_or_default().to_owned();
+        let Some(name) = host::preview_name(&host, &self.domain) else {
+            if req.uri().path() == health::PATH {
+                return Ok(self.health.response().map(Either::Right));
+            }
+            return Err(EdgeError::NotAPreview);
+        };
+        if let (Scheme::Http, Some(template)) = (scheme, &self.redirect_to) {
+            return Ok(redirect_to_https(template, &name, req.uri()).map(Either::Right));
+        }
         let upstream = match self.routes.lookup(&name) {
             Lookup::Live(upstream) => upstream,
             Lookup::Offline => return Err(EdgeError::AgentOffline(name)),
@@ -161,6 +176,27 @@ impl Proxy {
         }
         Ok(response.map(Either::Left))
     }
+}
+
+/// 308 to the same path and query on the preview's HTTPS URL: a POST
+/// stays a POST.
+fn redirect_to_https(template: &str, name: &PreviewName, uri: &Uri) -> Response<Full<Bytes>> {
+    let base = template.replace("{name}", name.as_str());
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let location = format!("{}{path}", base.trim_end_matches('/'));
+    let mut response = Response::new(Full::new(Bytes::from(format!(
+        "this preview is served over HTTPS: {location}\n"
+    ))));
+    *response.status_mut() = StatusCode::PERMANENT_REDIRECT;
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&location) {
+        headers.insert(header::LOCATION, value);
+    }
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
 }
 
 fn upstream_error(upstream: &Upstream, err: UpstreamError) -> EdgeError {

@@ -94,3 +94,14 @@ fn write_file(path: &Path, text: &str, mode: u32) -> Result<(), FileError> {
     file.sync_all().map_err(io)?;
     fs::rename(&tmp, path).map_err(io)
 }
+
+/// Makes `dir` (and its parents) if missing, and keeps it 0700.
+pub fn create_private_dir(dir: &Path) -> Result<(), FileError> {
+    use std::os::unix::fs::PermissionsExt;
+    let io = |source| FileError::Io {
+        path: dir.to_owned(),
+        source,
+    };
+    fs::create_dir_all(dir).map_err(io)?;
+    fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io)
+}

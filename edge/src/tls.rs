@@ -7,6 +7,8 @@ use rustls::crypto::CryptoProvider;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
+use crate::cert_store::CertStore;
+
 /// A certificate chain and its private key.
 pub struct TlsMaterial {
     pub certs: Vec<CertificateDer<'static>>,
@@ -31,6 +33,10 @@ pub enum TlsError {
     Config(#[from] rustls::Error),
     #[error("QUIC cannot use this TLS configuration: {0}")]
     Quic(String),
+    #[error("{0}")]
+    Parse(String),
+    #[error("the certificate chain is empty")]
+    Empty,
 }
 
 impl Clone for TlsMaterial {
@@ -67,12 +73,13 @@ pub fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// The HTTPS listener's configuration: HTTP/2 and HTTP/1.1 by ALPN.
-pub fn https_config(tls: &TlsMaterial) -> Result<rustls::ServerConfig, TlsError> {
+/// The HTTPS listener's configuration: HTTP/2 and HTTP/1.1 by ALPN, the
+/// certificate from `certs` at each handshake.
+pub fn https_config(certs: Arc<CertStore>) -> Result<rustls::ServerConfig, TlsError> {
     let mut config = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
-        .with_single_cert(tls.certs.clone(), tls.key.clone_key())?;
+        .with_cert_resolver(certs);
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
 }
@@ -93,12 +100,13 @@ pub fn transport_config(bidi_streams: u32) -> quinn::TransportConfig {
     transport
 }
 
-/// The QUIC listener's configuration for agents (ALPN `calvin/1`).
-pub fn quic_config(tls: &TlsMaterial) -> Result<quinn::ServerConfig, TlsError> {
+/// The QUIC listener's configuration for agents (ALPN `calvin/1`), the
+/// same certificate as HTTPS.
+pub fn quic_config(certs: Arc<CertStore>) -> Result<quinn::ServerConfig, TlsError> {
     let mut crypto = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()
-        .with_single_cert(tls.certs.clone(), tls.key.clone_key())?;
+        .with_cert_resolver(certs);
     crypto.alpn_protocols = vec![calvin_proto::ALPN.to_vec()];
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
         .map_err(|e| TlsError::Quic(e.to_string()))?;

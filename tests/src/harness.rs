@@ -9,7 +9,7 @@ use std::time::Duration;
 use calvin_agent::api::{PreviewCreated, PreviewList};
 use calvin_agent::control_client::{Answer, ControlClient};
 use calvin_agent::{Agent, EdgeAddress, control_api};
-use calvin_edge::{Edge, Limits, Listen, Settings};
+use calvin_edge::{Certificates, Edge, Limits, Listen, PlainHttp, Settings};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -79,7 +79,9 @@ impl TestEdge {
                 http: Some(http),
                 quic,
             },
-            tls: state.tls.clone(),
+            certificates: Certificates::Fixed(state.tls.clone()),
+            dns: None,
+            plain_http: PlainHttp::Serve,
             accounts: options
                 .accounts
                 .iter()

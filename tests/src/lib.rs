@@ -5,6 +5,8 @@
 
 pub mod harness;
 pub mod origin;
+pub mod pebble;
+pub mod serve_edge;
 
 pub use harness::*;
 pub use origin::{Origin, pattern_bytes, sha256_hex};

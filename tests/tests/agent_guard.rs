@@ -22,7 +22,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 async fn fake_edge() -> (Agent, quinn::Connection, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let state = calvin_edge::dev::load_or_create(dir.path(), DOMAIN).expect("state");
-    let server = calvin_edge::tls::quic_config(&state.tls).expect("quic config");
+    let certs = std::sync::Arc::new(calvin_edge::cert_store::CertStore::new());
+    certs.install(&state.tls).expect("dev certificate");
+    let server = calvin_edge::tls::quic_config(certs).expect("quic config");
     let endpoint =
         quinn::Endpoint::server(server, "127.0.0.1:0".parse().expect("addr")).expect("endpoint");
     let addr = endpoint.local_addr().expect("addr");

@@ -509,7 +509,9 @@ async fn an_idle_budget_as_large_as_the_agents_streams_is_refused() {
             http: None,
             quic: "127.0.0.1:0".parse().expect("addr"),
         },
-        tls: state.tls.clone(),
+        certificates: calvin_edge::Certificates::Fixed(state.tls.clone()),
+        dns: None,
+        plain_http: calvin_edge::PlainHttp::Serve,
         accounts: vec![("a".into(), token_for("a"))],
         limits: Limits {
             upstream_max_idle_per_agent: idle,

@@ -1,0 +1,164 @@
+//! `calvin-edge serve --config FILE` as a process, with its log captured,
+//! and `dig` against its DNS listener.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::AsyncBufReadExt;
+
+use crate::harness::{binary, curl};
+
+/// A running `calvin-edge serve`; the addresses are those it printed.
+pub struct ServeEdge {
+    pub child: tokio::process::Child,
+    pub https: Option<SocketAddr>,
+    pub http: Option<SocketAddr>,
+    pub quic: SocketAddr,
+    pub dns: Option<SocketAddr>,
+    pub url_template: String,
+    log: PathBuf,
+}
+
+impl ServeEdge {
+    /// Starts the edge and reads the addresses it bound; stderr (the log)
+    /// goes to `log`, appended.
+    pub async fn start(config: &Path, log: &Path) -> ServeEdge {
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .expect("log file");
+        let mut child = tokio::process::Command::new(binary("calvin-edge"))
+            .args(["serve", "--config"])
+            .arg(config)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log_file)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start calvin-edge");
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut edge = ServeEdge {
+            child,
+            https: None,
+            http: None,
+            quic: "0.0.0.0:0".parse().expect("addr"),
+            dns: None,
+            url_template: String::new(),
+            log: log.to_owned(),
+        };
+        let addr = |s: &str| -> SocketAddr {
+            s.split('/')
+                .next()
+                .unwrap_or(s)
+                .parse()
+                .expect("printed address")
+        };
+        let read = async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(a) = line.strip_prefix("listening https ") {
+                    edge.https = Some(addr(a));
+                } else if let Some(a) = line.strip_prefix("listening http ") {
+                    edge.http = Some(addr(a));
+                } else if let Some(a) = line.strip_prefix("listening quic ") {
+                    edge.quic = addr(a);
+                } else if let Some(a) = line.strip_prefix("listening dns ") {
+                    edge.dns = Some(addr(a));
+                } else if let Some(t) = line.strip_prefix("previews ") {
+                    edge.url_template = t.to_owned();
+                    return true;
+                }
+            }
+            false
+        };
+        let started = tokio::time::timeout(Duration::from_secs(60), read)
+            .await
+            .unwrap_or(false);
+        assert!(started, "the edge did not start:\n{}", edge.log());
+        // Keep draining stdout so the edge never blocks on a full pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        edge
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Sends a signal (`TERM`, `HUP`, ...) with kill(1).
+    pub async fn signal(&self, signal: &str) {
+        let pid = self.child.id().expect("running").to_string();
+        let status = tokio::process::Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .await
+            .expect("kill runs");
+        assert!(status.success());
+    }
+
+    /// SIGTERM, then waits for the exit.
+    pub async fn stop(mut self) {
+        self.signal("TERM").await;
+        let exited = tokio::time::timeout(Duration::from_secs(40), self.child.wait()).await;
+        assert!(exited.is_ok(), "the edge did not stop:\n{}", self.log());
+    }
+
+    /// `GET /healthz` on the plain HTTP listener: (status, JSON body).
+    pub async fn health(&self) -> (u16, serde_json::Value) {
+        let http = self.http.expect("an HTTP listener");
+        let out = curl(
+            Path::new("/dev/null"),
+            &[&format!("http://127.0.0.1:{}/healthz", http.port())],
+        )
+        .await;
+        let json = serde_json::from_slice(&out.body).unwrap_or(serde_json::Value::Null);
+        (out.status, json)
+    }
+}
+
+/// A port free for both UDP and TCP on 127.0.0.1 right now, for a server
+/// whose address another program must know before it starts.
+pub fn free_udp_tcp_port() -> u16 {
+    for _ in 0..32 {
+        let udp = UdpSocket::bind("127.0.0.1:0").expect("udp");
+        let port = udp.local_addr().expect("addr").port();
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no port free for both UDP and TCP");
+}
+
+/// Runs `dig @127.0.0.1 -p PORT ARGS` (two tries of two seconds) and
+/// returns its output.
+pub async fn dig(server: SocketAddr, args: &[&str]) -> String {
+    let out = tokio::process::Command::new("dig")
+        .arg(format!("@{}", server.ip()))
+        .args(["-p", &server.port().to_string(), "+time=2", "+tries=2"])
+        .args(args)
+        .output()
+        .await
+        .expect("dig runs (Debian package dnsutils)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The `status:` of a dig answer (`NOERROR`, `NXDOMAIN`, `REFUSED`, ...).
+pub fn dig_status(output: &str) -> &str {
+    output
+        .split("status: ")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or("no answer")
+}
+
+/// The header flags of a dig answer (`qr aa rd`, ...).
+pub fn dig_flags(output: &str) -> Vec<&str> {
+    output
+        .lines()
+        .find_map(|l| l.strip_prefix(";; flags: "))
+        .and_then(|rest| rest.split(';').next())
+        .map(|flags| flags.split_whitespace().collect())
+        .unwrap_or_default()
+}

@@ -1,0 +1,343 @@
+//! The edge's own wildcard certificate from a real ACME CA (Pebble),
+//! through DNS-01 challenges answered by the edge's own DNS: issuance,
+//! serving previews with it, the HTTP->HTTPS redirect, a renewal that swaps
+//! the certificate under open connections, a restart that reuses it, and a
+//! CA that cannot be reached.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use calvin_edge::cert_store::CertInfo;
+use calvin_tests::pebble::Pebble;
+use calvin_tests::serve_edge::{ServeEdge, free_udp_tcp_port};
+use calvin_tests::{Origin, Process, curl, eventually, preview_when_connected, tls_client_config};
+use futures_util::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::Message;
+
+const ZONE: &str = "preview.test";
+
+struct Setup {
+    dir: tempfile::TempDir,
+    pebble: Pebble,
+    dns_port: u16,
+}
+
+impl Setup {
+    async fn new() -> Setup {
+        let dns_port = free_udp_tcp_port();
+        let pebble = Pebble::start(([127, 0, 0, 1], dns_port).into()).await;
+        Setup {
+            dir: tempfile::tempdir().expect("tempdir"),
+            pebble,
+            dns_port,
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Writes edge.toml (`extra_acme` goes into [acme]) and starts the edge.
+    async fn edge(&self, extra_acme: &str) -> ServeEdge {
+        std::fs::write(
+            self.path("tokens.toml"),
+            "team-a = \"0123456789abcdef0123456789abcdef\"\n",
+        )
+        .expect("tokens");
+        let config = format!(
+            r#"
+domain = "{ZONE}"
+public_ips = ["127.0.0.1"]
+state_dir = "{state}"
+[listen]
+https = "127.0.0.1:0"
+http = "127.0.0.1:0"
+quic = "127.0.0.1:0"
+dns = "127.0.0.1:{dns}"
+[acme]
+directory = "{directory}"
+contact = "mailto:ops@preview.test"
+ca_file = "{ca}"
+retry_min_secs = 1
+retry_max_secs = 2
+{extra_acme}
+[agents]
+tokens_file = "{tokens}"
+"#,
+            state = self.path("state").display(),
+            dns = self.dns_port,
+            directory = self.pebble.directory(),
+            ca = self.pebble.listener_ca().display(),
+            tokens = self.path("tokens.toml").display(),
+        );
+        std::fs::write(self.path("edge.toml"), config).expect("config");
+        ServeEdge::start(&self.path("edge.toml"), &self.path("edge.log")).await
+    }
+
+    fn failed(&self, edge: &ServeEdge) -> String {
+        format!(
+            "--- edge log\n{}\n--- pebble log\n{}",
+            edge.log(),
+            self.pebble.log()
+        )
+    }
+}
+
+/// Waits until the health endpoint reports `ok` with a serial other than
+/// `not`; returns the serial.
+async fn serial_other_than(edge: &ServeEdge, not: Option<&str>) -> Option<String> {
+    eventually(Duration::from_secs(60), || async {
+        let (status, health) = edge.health().await;
+        let serial = health["certificate"]["serial"].as_str()?.to_owned();
+        (status == 200 && health["status"] == "ok" && Some(serial.as_str()) != not)
+            .then_some(serial)
+    })
+    .await
+}
+
+/// The serial of the certificate a new TLS connection to `addr` gets, the
+/// connection verified against `root` for `host`.
+async fn served_serial(addr: std::net::SocketAddr, host: &str, root: &Path) -> String {
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("tcp");
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(tls_client_config(root, &[])));
+    let name = rustls_pki_types::ServerName::try_from(host.to_owned()).expect("name");
+    let tls = connector
+        .connect(name, tcp)
+        .await
+        .expect("verified handshake");
+    let leaf = &tls.get_ref().1.peer_certificates().expect("certificates")[0];
+    CertInfo::of(leaf).expect("leaf parses").serial
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).expect("file").permissions().mode() & 0o777
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pebble_issues_the_wildcard_through_the_edge_dns_and_a_renewal_keeps_connections() {
+    let s = Setup::new().await;
+    let edge = s.edge("").await;
+    let https = edge.https.expect("https");
+    let http = edge.http.expect("http");
+    let serial = serial_other_than(&edge, None)
+        .await
+        .unwrap_or_else(|| panic!("no certificate issued\n{}", s.failed(&edge)));
+    let root = s.pebble.issued_root().await;
+
+    // The certificate is for the zone and its wildcard, and kept 0600.
+    let (_, health) = edge.health().await;
+    let names: Vec<&str> = health["certificate"]["names"]
+        .as_array()
+        .expect("names")
+        .iter()
+        .filter_map(|n| n.as_str())
+        .collect();
+    assert!(
+        names.contains(&ZONE) && names.contains(&"*.preview.test"),
+        "{health}"
+    );
+    assert_eq!(health["certificate"]["source"], "acme");
+    let acme = s.path("state").join("acme");
+    for file in ["account.json", "cert.pem", "key.pem"] {
+        assert_eq!(mode(&acme.join(file)), 0o600, "{file}");
+    }
+    assert!(
+        edge.log().contains("new certificate"),
+        "{}",
+        s.failed(&edge)
+    );
+
+    // An agent verifies edge.<zone> against Pebble's root (the wildcard
+    // covers it), and a preview answers through HTTPS; curl trusts only
+    // Pebble's root.
+    std::fs::write(s.path("token"), "0123456789abcdef0123456789abcdef").expect("token");
+    let origin = Origin::start().await;
+    let socket = s.path("agent.sock");
+    let path = |p: &Path| p.to_str().expect("utf-8").to_owned();
+    let _agent = Process::start(
+        "calvin-agent",
+        &[
+            "up",
+            "--edge",
+            &edge.quic.to_string(),
+            "--server-name",
+            "edge.preview.test",
+            "--ca",
+            &path(&root),
+            "--token-file",
+            &path(&s.path("token")),
+            "--socket",
+            &path(&socket),
+        ],
+    );
+    let created = preview_when_connected(&socket, origin.addr().port()).await;
+    let host = format!("{}.{ZONE}", created.name);
+    let resolve = format!("{host}:{}:127.0.0.1", https.port());
+    let url = format!("https://{host}:{}/hello", https.port());
+    let out = curl(&root, &["--resolve", &resolve, &url]).await;
+    assert_eq!(out.status, 200, "{out:?}");
+    assert_eq!(out.text(), "hello from origin\n");
+    assert_eq!(created.url, format!("https://{host}:{}", https.port()));
+
+    // Plain HTTP redirects a preview to HTTPS, path and query kept (308:
+    // a POST stays a POST); the health endpoint stays on plain HTTP.
+    let resolve_http = format!("{host}:{}:127.0.0.1", http.port());
+    let plain = format!("http://{host}:{}/a/b?c=d", http.port());
+    let out = curl(&root, &["--resolve", &resolve_http, "-X", "POST", &plain]).await;
+    assert_eq!(out.status, 308, "{out:?}");
+    assert_eq!(
+        out.header("location"),
+        Some(format!("https://{host}:{}/a/b?c=d", https.port()).as_str())
+    );
+    let out = curl(
+        &root,
+        &[
+            "-L",
+            "--resolve",
+            &resolve_http,
+            "--resolve",
+            &resolve,
+            &format!("http://{host}:{}/hello", http.port()),
+        ],
+    )
+    .await;
+    assert_eq!(
+        (out.status, out.text().as_str()),
+        (200, "hello from origin\n"),
+        "{out:?}"
+    );
+
+    // A WebSocket opened before the renewal...
+    let tcp = tokio::net::TcpStream::connect(https).await.expect("tcp");
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(tls_client_config(&root, &[])));
+    let server_name = rustls_pki_types::ServerName::try_from(host.clone()).expect("name");
+    let tls = connector.connect(server_name, tcp).await.expect("tls");
+    let old_leaf = tls.get_ref().1.peer_certificates().expect("certs")[0].clone();
+    assert_eq!(CertInfo::of(&old_leaf).expect("leaf").serial, serial);
+    let (mut ws, _) =
+        tokio_tungstenite::client_async(format!("wss://{host}:{}/ws", https.port()), tls)
+            .await
+            .expect("websocket through the edge");
+    ws.send(Message::text("before")).await.expect("send");
+    assert_eq!(
+        ws.next()
+            .await
+            .expect("echo")
+            .expect("frame")
+            .into_text()
+            .expect("text"),
+        "before"
+    );
+
+    // ...a forced renewal (SIGHUP) gets a new certificate from Pebble...
+    edge.signal("HUP").await;
+    let renewed = serial_other_than(&edge, Some(&serial))
+        .await
+        .unwrap_or_else(|| panic!("no renewal\n{}", s.failed(&edge)));
+
+    // ...the WebSocket keeps flowing on the old certificate, new
+    // connections get the new one, and the agent's QUIC connection lives on.
+    for i in 0..3 {
+        let text = format!("after {i}");
+        ws.send(Message::text(text.clone()))
+            .await
+            .expect("send after renewal");
+        assert_eq!(
+            ws.next()
+                .await
+                .expect("echo")
+                .expect("frame")
+                .into_text()
+                .expect("text"),
+            text
+        );
+    }
+    assert_eq!(served_serial(https, &host, &root).await, renewed);
+    assert_ne!(renewed, serial);
+    let out = curl(&root, &["--resolve", &resolve, &url]).await;
+    assert_eq!(out.status, 200, "{out:?}");
+    ws.close(None).await.expect("close");
+    drop(ws);
+    edge.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_reuses_the_certificate_and_an_unreachable_ca_keeps_it_serving() {
+    let mut s = Setup::new().await;
+    let edge = s.edge("").await;
+    let serial = serial_other_than(&edge, None)
+        .await
+        .unwrap_or_else(|| panic!("no certificate issued\n{}", s.failed(&edge)));
+    let root = s.pebble.issued_root().await;
+    let account = std::fs::read(s.path("state/acme/account.json")).expect("account");
+    edge.stop().await;
+    let orders = |log: &str| log.matches("ordering a certificate").count();
+    let before = orders(&std::fs::read_to_string(s.path("edge.log")).expect("log"));
+    assert_eq!(before, 1);
+
+    // A restart serves the saved certificate at once and orders nothing.
+    let edge = s.edge("").await;
+    let (status, health) = edge.health().await;
+    assert_eq!(status, 200, "{health}");
+    assert_eq!(health["certificate"]["serial"], serial.as_str());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let log = edge.log();
+    assert_eq!(orders(&log), before, "{log}");
+    assert!(log.contains("serving the saved certificate"), "{log}");
+    assert!(log.contains("next certificate renewal"), "{log}");
+    edge.stop().await;
+
+    // The CA gone, and renewal due (renew_days_before longer than the
+    // lifetime): the edge serves the certificate it has and reports the
+    // failures; it keeps its account.
+    s.pebble.stop().await;
+    let edge = s.edge("renew_days_before = 100000").await;
+    let https = edge.https.expect("https");
+    let failing = eventually(Duration::from_secs(30), || async {
+        let (status, health) = edge.health().await;
+        (status == 200 && health["renewal"]["last_error"].is_string()).then_some(health)
+    })
+    .await
+    .unwrap_or_else(|| panic!("no failed renewal reported\n{}", edge.log()));
+    assert_eq!(failing["certificate"]["serial"], serial.as_str());
+    assert_eq!(failing["status"], "ok");
+    assert!(
+        edge.log()
+            .contains("certificate renewal failed; still serving"),
+        "{}",
+        edge.log()
+    );
+    // A second failure comes after the backoff, not in a tight loop.
+    let failures = |log: &str| log.matches("certificate renewal failed").count();
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            (failures(&edge.log()) >= 2).then_some(())
+        })
+        .await
+        .is_some(),
+        "{}",
+        edge.log()
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(failures(&edge.log()) <= 5, "{}", edge.log());
+
+    // TLS clients still verify the edge against Pebble's root.
+    assert_eq!(served_serial(https, ZONE, &root).await, serial);
+    let out = curl(
+        &root,
+        &[
+            "--resolve",
+            &format!("{ZONE}:{}:127.0.0.1", https.port()),
+            &format!("https://{ZONE}:{}/healthz", https.port()),
+        ],
+    )
+    .await;
+    assert_eq!(out.status, 200, "{out:?}");
+    assert_eq!(
+        std::fs::read(s.path("state/acme/account.json")).expect("account"),
+        account
+    );
+    edge.stop().await;
+}
