@@ -389,4 +389,116 @@ mod tests {
         let off: ConfigFile = toml::from_str(&format!("{base}[listen]\nhttp = \"\"\n")).unwrap();
         assert_eq!(off.listen.http, None);
     }
+
+    /// The issue's example configuration, with files in a temporary folder.
+    fn acme_example(dir: &Path, extra: &str) -> String {
+        std::fs::write(
+            dir.join("tokens.toml"),
+            "team-a = \"t-a\"\nteam-b = \"t-b\"\n",
+        )
+        .unwrap();
+        format!(
+            r#"
+            domain = "Preview.Example.com."
+            public_ips = ["203.0.113.7", "2001:db8::7"]
+            state_dir = "{state}"
+            [listen]
+            https = "0.0.0.0:443"
+            http = "0.0.0.0:80"
+            quic = "0.0.0.0:443"
+            dns = "0.0.0.0:53"
+            [acme]
+            directory = "https://acme-v02.api.letsencrypt.org/directory"
+            contact = "mailto:ops@example.com"
+            ca_file = "/path/ca.pem"
+            [agents]
+            tokens_file = "{tokens}"
+            {extra}
+            "#,
+            state = dir.join("state").display(),
+            tokens = dir.join("tokens.toml").display(),
+        )
+    }
+
+    fn settings(text: &str) -> Result<Settings, ConfigError> {
+        toml::from_str::<ConfigFile>(text).unwrap().into_settings()
+    }
+
+    #[test]
+    fn the_acme_example_makes_a_zone_and_an_acme_source() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = settings(&acme_example(dir.path(), "")).unwrap();
+        assert_eq!(s.domain, "preview.example.com");
+        let mut accounts = s.accounts.clone();
+        accounts.sort();
+        assert_eq!(
+            accounts,
+            [
+                ("team-a".into(), "t-a".into()),
+                ("team-b".into(), "t-b".into())
+            ]
+        );
+        let Certificates::Acme(acme) = &s.certificates else {
+            panic!("not acme");
+        };
+        assert_eq!(acme.contact, ["mailto:ops@example.com"]);
+        assert_eq!(acme.ca_file.as_deref(), Some(Path::new("/path/ca.pem")));
+        assert_eq!(acme.renew_before, None);
+        assert_eq!(acme.retry_min, Duration::from_secs(60));
+        assert_eq!(acme.dir, dir.path().join("state/acme"));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&acme.dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        let dns = s.dns.as_ref().unwrap();
+        assert_eq!(dns.listen, "0.0.0.0:53".parse().unwrap());
+        assert_eq!(dns.zone.domain, "preview.example.com");
+        assert_eq!(dns.zone.nameservers, ["ns.preview.example.com"]);
+        assert_eq!(dns.zone.hostmaster, "hostmaster.preview.example.com");
+        assert_eq!(dns.zone.public_ips.len(), 2);
+        assert_eq!(s.plain_http, PlainHttp::Redirect);
+    }
+
+    #[test]
+    fn certificate_sources_and_zone_mistakes_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let both = acme_example(dir.path(), "[tls]\ncert_file = \"c\"\nkey_file = \"k\"");
+        let err = settings(&both).err().unwrap();
+        assert!(matches!(err, ConfigError::CertificateSource), "{err}");
+        let neither = acme_example(dir.path(), "").replace("[acme]", "[unused]");
+        let err = toml::from_str::<ConfigFile>(&neither).unwrap_err();
+        assert!(err.to_string().contains("unknown field `unused`"), "{err}");
+        let no_acme = acme_example(dir.path(), "")
+            .lines()
+            .filter(|l| {
+                !l.contains("[acme]")
+                    && !l.contains("directory")
+                    && !l.contains("contact")
+                    && !l.contains("ca_file")
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let err = settings(&no_acme).err().unwrap();
+        assert_eq!(
+            err.to_string(),
+            "give exactly one of [tls] (a certificate of your own) and [acme] (one the edge obtains)"
+        );
+        let no_ips = acme_example(dir.path(), "")
+            .replace("public_ips = [\"203.0.113.7\", \"2001:db8::7\"]", "");
+        let err = settings(&no_ips).err().unwrap();
+        assert!(matches!(err, ConfigError::NoPublicIps), "{err}");
+        let typo = acme_example(dir.path(), "").replace("contact =", "contacts =");
+        let err = toml::from_str::<ConfigFile>(&typo).unwrap_err();
+        assert!(
+            err.to_string().contains("unknown field `contacts`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_account_given_twice_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let text = acme_example(dir.path(), "[[accounts]]\nname = \"team-a\"\ntoken = \"x\"");
+        let err = settings(&text).err().unwrap();
+        assert_eq!(err.to_string(), "account \"team-a\" is given twice");
+    }
 }
