@@ -10,6 +10,7 @@
 //! capped exponential backoff. [`Renewal::renew_now`] (SIGHUP) forces one.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -32,6 +33,7 @@ use crate::tls::{TlsError, TlsMaterial};
 const ACCOUNT_FILE: &str = "account.json";
 const CERT_FILE: &str = "cert.pem";
 const KEY_FILE: &str = "key.pem";
+const CERT_META_FILE: &str = "cert.json";
 
 /// How the edge talks to its CA.
 #[derive(Debug, Clone)]
@@ -88,7 +90,8 @@ pub struct RenewalStatus {
 #[derive(Debug, Clone, Default)]
 pub struct Renewal {
     status: Arc<Mutex<RenewalStatus>>,
-    now: Arc<Notify>,
+    requested: Arc<AtomicBool>,
+    wake: Arc<Notify>,
 }
 
 impl Renewal {
@@ -99,14 +102,28 @@ impl Renewal {
             .clone()
     }
 
-    /// Starts an attempt now, whether or not one is due.
+    /// Starts an attempt now, whether or not one is due. Requests made
+    /// while an attempt runs are served by it.
     pub fn renew_now(&self) {
-        self.now.notify_one();
+        self.requested.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
     }
 
-    /// Resolves when [`renew_now`](Self::renew_now) is called.
+    /// Resolves when [`renew_now`](Self::renew_now) has been called since
+    /// the last [`take_request`](Self::take_request).
     pub async fn requested(&self) {
-        self.now.notified().await
+        loop {
+            let woken = self.wake.notified();
+            if self.requested.load(Ordering::SeqCst) {
+                return;
+            }
+            woken.await;
+        }
+    }
+
+    /// Marks the pending request (if any) as served.
+    pub fn take_request(&self) {
+        self.requested.store(false, Ordering::SeqCst);
     }
 
     /// Notes how an attempt ended.
@@ -190,6 +207,18 @@ fn backoff(settings: &AcmeSettings, failures: u32) -> Duration {
         .min(settings.retry_max)
 }
 
+/// The longest single sleep: the wall clock is read again after it, so a
+/// suspended machine or a changed clock cannot postpone a renewal, and no
+/// timer has to span months.
+const MAX_SLEEP: Duration = Duration::from_secs(3600);
+
+/// A certificate issued and installed but not saved yet.
+struct Issued {
+    chain_pem: String,
+    key_pem: String,
+    info: CertInfo,
+}
+
 /// Keeps `store` holding a valid certificate for `domain` and `*.domain`
 /// until `stop` turns true.
 pub async fn keep_renewed(
@@ -200,55 +229,103 @@ pub async fn keep_renewed(
     renewal: Renewal,
     mut stop: watch::Receiver<bool>,
 ) {
+    // A certificate from another directory (Let's Encrypt's staging, say)
+    // serves until its replacement comes, which is ordered at once.
+    let mut renew_first = store.info().is_some() && !saved_for(&settings);
+    if renew_first {
+        info!(
+            directory = settings.directory,
+            "the saved certificate is from another ACME directory; ordering one from this one"
+        );
+    }
     let mut failures = 0u32;
+    let mut retry_at: Option<OffsetDateTime> = None;
+    let mut unsaved: Option<Issued> = None;
+    let mut announced = None;
     loop {
         let now = OffsetDateTime::now_utc();
-        let wait = if failures > 0 {
-            backoff(&settings, failures)
-        } else {
-            match store.info() {
-                None => Duration::ZERO,
-                Some(info) => {
-                    let due = renewal_due(&info, settings.renew_before);
-                    Duration::try_from(due - now).unwrap_or(Duration::ZERO)
+        let next = match (retry_at, store.info()) {
+            (Some(at), _) => at,
+            (None, Some(info)) if !renew_first => renewal_due(&info, settings.renew_before),
+            _ => now,
+        };
+        renewal.update(|s| s.next_attempt_at = Some(next));
+        if next > now {
+            if announced != Some(next) {
+                info!(at = %next, "next certificate renewal");
+                announced = Some(next);
+            }
+            let wait = Duration::try_from(next - now).unwrap_or(Duration::ZERO);
+            tokio::select! {
+                _ = tokio::time::sleep(wait.min(MAX_SLEEP)) => continue,
+                _ = renewal.requested() => info!("certificate renewal requested"),
+                _ = stop.wait_for(|s| *s) => return,
+            }
+        }
+        // A request made before this point is served by this attempt.
+        renewal.take_request();
+        renew_first = false;
+
+        let outcome = match unsaved.take() {
+            // Issued but not saved: save it, do not order again.
+            Some(issued) => match save(&settings, &issued) {
+                Ok(()) => Ok(issued.info),
+                Err(err) => {
+                    unsaved = Some(issued);
+                    Err(err)
+                }
+            },
+            None => {
+                let limit = settings.attempt_timeout;
+                let attempt = tokio::time::timeout(limit, obtain(&settings, &domain, &challenges));
+                let obtained = tokio::select! {
+                    obtained = attempt => obtained.unwrap_or(Err(AcmeError::Timeout(limit.as_secs()))),
+                    _ = stop.wait_for(|s| *s) => return,
+                };
+                // Whatever happened, no challenge value outlives its attempt.
+                for value in challenges.values().iter() {
+                    challenges.remove(value);
+                }
+                match obtained.and_then(|(chain_pem, key_pem)| {
+                    let info = install(&store, &chain_pem, &key_pem)?;
+                    Ok(Issued {
+                        chain_pem,
+                        key_pem,
+                        info,
+                    })
+                }) {
+                    Err(err) => Err(err),
+                    Ok(issued) => match save(&settings, &issued) {
+                        Ok(()) => Ok(issued.info),
+                        Err(err) => {
+                            unsaved = Some(issued);
+                            Err(err)
+                        }
+                    },
                 }
             }
         };
-        renewal.update(|s| s.next_attempt_at = Some(now + wait));
-        if !wait.is_zero() {
-            info!(in_secs = wait.as_secs(), "next certificate renewal");
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(wait) => {}
-            _ = renewal.requested() => info!("certificate renewal requested"),
-            _ = stop.wait_for(|s| *s) => return,
-        }
-        let limit = settings.attempt_timeout;
-        let attempt = tokio::time::timeout(limit, obtain(&settings, &domain, &challenges));
-        let outcome = tokio::select! {
-            outcome = attempt => outcome.unwrap_or(Err(AcmeError::Timeout(limit.as_secs()))),
-            _ = stop.wait_for(|s| *s) => return,
-        };
-        // Whatever happened, no challenge value outlives its attempt.
-        for value in challenges.values().iter() {
-            challenges.remove(value);
-        }
-        let outcome = outcome.and_then(|material| save_and_install(&settings, &store, material));
         renewal.record(outcome.as_ref().map(|_| ()).map_err(|e| e.to_string()));
         match outcome {
             Ok(info) => {
                 failures = 0;
+                retry_at = None;
                 info!(%info, renew_at = %renewal_due(&info, settings.renew_before), "new certificate");
             }
             Err(err) => {
                 failures = failures.saturating_add(1);
                 let retry = backoff(&settings, failures);
-                match store.info() {
-                    Some(current) => warn!(
+                retry_at = Some(OffsetDateTime::now_utc() + retry);
+                match (store.info(), &unsaved) {
+                    (Some(current), Some(_)) => warn!(
+                        %err, retry_in_secs = retry.as_secs(),
+                        "serving the new certificate ({current}), but saving it failed; saving again later"
+                    ),
+                    (Some(current), None) => warn!(
                         %err, retry_in_secs = retry.as_secs(),
                         "certificate renewal failed; still serving {current}"
                     ),
-                    None => warn!(
+                    (None, _) => warn!(
                         %err, retry_in_secs = retry.as_secs(),
                         "no certificate yet: HTTPS and agents cannot connect until one is issued"
                     ),
@@ -258,17 +335,42 @@ pub async fn keep_renewed(
     }
 }
 
-fn save_and_install(
-    settings: &AcmeSettings,
-    store: &CertStore,
-    (chain_pem, key_pem): (String, String),
-) -> Result<CertInfo, AcmeError> {
-    let material = material_from_pem(&chain_pem, &key_pem)?;
-    // Check before saving: a chain rustls refuses must not replace a good one.
-    let info = store.install(&material)?;
-    state_files::write_private(&settings.dir.join(KEY_FILE), &key_pem)?;
-    state_files::write_private(&settings.dir.join(CERT_FILE), &chain_pem)?;
-    Ok(info)
+/// Checks the chain and key (rustls refuses a chain it cannot serve, so a
+/// bad one never replaces a good one) and serves them.
+fn install(store: &CertStore, chain_pem: &str, key_pem: &str) -> Result<CertInfo, AcmeError> {
+    Ok(store.install(&material_from_pem(chain_pem, key_pem)?)?)
+}
+
+/// Which directory issued the saved certificate.
+#[derive(Serialize, Deserialize)]
+struct SavedCert {
+    directory: String,
+}
+
+/// Saves key and chain side by side: both are written in full under new
+/// names first, then renamed, so a failed write leaves the old pair whole.
+fn save(settings: &AcmeSettings, issued: &Issued) -> Result<(), AcmeError> {
+    let dir = &settings.dir;
+    let (key_new, cert_new) = (dir.join("key.pem.new"), dir.join("cert.pem.new"));
+    state_files::write_private(&key_new, &issued.key_pem)?;
+    state_files::write_private(&cert_new, &issued.chain_pem)?;
+    state_files::rename(&key_new, &dir.join(KEY_FILE))?;
+    state_files::rename(&cert_new, &dir.join(CERT_FILE))?;
+    let meta = serde_json::to_string(&SavedCert {
+        directory: settings.directory.clone(),
+    })
+    .map_err(|e| AcmeError::Order(e.to_string()))?;
+    state_files::write_private(&dir.join(CERT_META_FILE), &meta)?;
+    Ok(())
+}
+
+/// Whether the saved certificate came from the configured directory.
+fn saved_for(settings: &AcmeSettings) -> bool {
+    state_files::read_optional(&settings.dir.join(CERT_META_FILE))
+        .ok()
+        .flatten()
+        .and_then(|text| serde_json::from_str::<SavedCert>(&text).ok())
+        .is_some_and(|saved| saved.directory == settings.directory)
 }
 
 fn material_from_pem(chain_pem: &str, key_pem: &str) -> Result<TlsMaterial, AcmeError> {
@@ -306,11 +408,16 @@ async fn obtain(
         order = order.url(),
         "ordering a certificate for {domain} and *.{domain}"
     );
+    // Both authorizations validate at _acme-challenge.<domain>. Every value
+    // is published before the CA is told to look: a CA's resolver that
+    // cached the TXT set with one value would fail the other.
+    let mut pending = 0;
     let mut authorizations = order.authorizations();
     while let Some(authz) = authorizations.next().await {
         let mut authz = authz?;
         match authz.status {
             AuthorizationStatus::Pending => {}
+            // Validated recently for this account: the CA reuses it.
             AuthorizationStatus::Valid => continue,
             other => {
                 return Err(AcmeError::Order(format!(
@@ -318,14 +425,24 @@ async fn obtain(
                 )));
             }
         }
-        let mut challenge = authz.challenge(ChallengeType::Dns01).ok_or_else(|| {
+        let challenge = authz.challenge(ChallengeType::Dns01).ok_or_else(|| {
             AcmeError::Order("the CA offers no dns-01 challenge for the zone".into())
         })?;
-        // Both authorizations validate at _acme-challenge.<domain>: the
-        // values accumulate until the attempt ends.
         challenges.add(&challenge.key_authorization().dns_value());
-        challenge.set_ready().await?;
+        pending += 1;
     }
+    // The second pass reads the authorizations fetched by the first.
+    let mut authorizations = order.authorizations();
+    while let Some(authz) = authorizations.next().await {
+        let mut authz = authz?;
+        if authz.status != AuthorizationStatus::Pending {
+            continue;
+        }
+        if let Some(mut challenge) = authz.challenge(ChallengeType::Dns01) {
+            challenge.set_ready().await?;
+        }
+    }
+    info!(pending, "challenges published");
     let retries = RetryPolicy::new()
         .initial_delay(Duration::from_millis(250))
         .timeout(settings.attempt_timeout);

@@ -18,8 +18,8 @@
 //! contact = "mailto:ops@example.com"
 //! # ca_file = "/path/ca.pem"     # an extra root for the directory
 //! # renew_days_before = 30       # default: a third of the lifetime left
-//! # retry_min_secs = 60          # failed attempts back off, doubling...
-//! # retry_max_secs = 3600        # ...up to this
+//! # retry_min_secs = 600         # failed attempts back off, doubling...
+//! # retry_max_secs = 21600       # ...up to this
 //! # attempt_timeout_secs = 300
 //!
 //! # [tls]              # or: a certificate of your own (SIGHUP reads it again)
@@ -99,11 +99,13 @@ pub struct AcmeConfig {
     pub attempt_timeout_secs: u64,
 }
 
+// Let's Encrypt allows 5 failed validations per name and hour: the first
+// retries come 10, 20 and 40 minutes apart.
 fn default_retry_min() -> u64 {
-    60
+    600
 }
 fn default_retry_max() -> u64 {
-    3600
+    6 * 3600
 }
 fn default_attempt_timeout() -> u64 {
     300
@@ -230,10 +232,23 @@ pub enum ConfigError {
     CertificateSource,
     #[error("[listen] dns is set but public_ips is empty: the zone would have no addresses")]
     NoPublicIps,
+    #[error("[acme] {0}")]
+    Acme(String),
     #[error(transparent)]
     Tls(#[from] TlsError),
     #[error(transparent)]
     State(#[from] FileError),
+}
+
+/// `value` seconds, if within `min..=max`; else an error naming `key`.
+fn bounded(key: &str, value: u64, min: u64, max: u64) -> Result<Duration, ConfigError> {
+    if (min..=max).contains(&value) {
+        Ok(Duration::from_secs(value))
+    } else {
+        Err(ConfigError::Acme(format!(
+            "{key} must be from {min} to {max}, got {value}"
+        )))
+    }
 }
 
 impl ConfigFile {
@@ -284,10 +299,7 @@ impl ConfigFile {
         if accounts.is_empty() {
             return Err(ConfigError::NoAccounts);
         }
-        std::fs::create_dir_all(&self.state_dir).map_err(|source| ConfigError::Read {
-            path: self.state_dir.clone(),
-            source,
-        })?;
+        state_files::create_private_dir(&self.state_dir)?;
         let reset_path = self.state_dir.join("reset.key");
         let reset_hex = state_files::load_or_make_secret(&reset_path)?;
         let domain = self.domain.trim_end_matches('.').to_ascii_lowercase();
@@ -297,6 +309,19 @@ impl ConfigFile {
                 key_file: tls.key_file,
             },
             (None, Some(acme)) => Certificates::Acme(AcmeSettings {
+                retry_min: bounded("retry_min_secs", acme.retry_min_secs, 1, 86_400)?,
+                retry_max: bounded(
+                    "retry_max_secs",
+                    acme.retry_max_secs,
+                    acme.retry_min_secs,
+                    7 * 86_400,
+                )?,
+                attempt_timeout: bounded(
+                    "attempt_timeout_secs",
+                    acme.attempt_timeout_secs,
+                    1,
+                    3600,
+                )?,
                 directory: acme.directory,
                 contact: acme.contact.into_vec(),
                 ca_file: acme.ca_file,
@@ -304,9 +329,6 @@ impl ConfigFile {
                 renew_before: acme
                     .renew_days_before
                     .map(|days| Duration::from_secs(u64::from(days) * 86_400)),
-                retry_min: Duration::from_secs(acme.retry_min_secs.max(1)),
-                retry_max: Duration::from_secs(acme.retry_max_secs.max(acme.retry_min_secs)),
-                attempt_timeout: Duration::from_secs(acme.attempt_timeout_secs.max(1)),
             }),
             _ => return Err(ConfigError::CertificateSource),
         };
@@ -444,7 +466,8 @@ mod tests {
         assert_eq!(acme.contact, ["mailto:ops@example.com"]);
         assert_eq!(acme.ca_file.as_deref(), Some(Path::new("/path/ca.pem")));
         assert_eq!(acme.renew_before, None);
-        assert_eq!(acme.retry_min, Duration::from_secs(60));
+        assert_eq!(acme.retry_min, Duration::from_secs(600));
+        assert_eq!(acme.retry_max, Duration::from_secs(21_600));
         assert_eq!(acme.dir, dir.path().join("state/acme"));
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&acme.dir).unwrap().permissions().mode();
@@ -492,6 +515,37 @@ mod tests {
             err.to_string().contains("unknown field `contacts`"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn retry_settings_are_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let with = |extra: &str| {
+            settings(
+                &acme_example(dir.path(), "").replace("[agents]", &format!("{extra}\n[agents]")),
+            )
+        };
+        let err = with("retry_min_secs = 0").err().unwrap();
+        assert_eq!(
+            err.to_string(),
+            "[acme] retry_min_secs must be from 1 to 86400, got 0"
+        );
+        assert!(with("retry_min_secs = 1\nretry_max_secs = 1").is_ok());
+        let err = with("retry_min_secs = 10\nretry_max_secs = 5")
+            .err()
+            .unwrap();
+        assert_eq!(
+            err.to_string(),
+            "[acme] retry_max_secs must be from 10 to 604800, got 5"
+        );
+        let err = with("retry_max_secs = 604801").err().unwrap();
+        assert!(err.to_string().contains("got 604801"), "{err}");
+        let err = with("attempt_timeout_secs = 3601").err().unwrap();
+        assert_eq!(
+            err.to_string(),
+            "[acme] attempt_timeout_secs must be from 1 to 3600, got 3601"
+        );
+        assert!(with("attempt_timeout_secs = 3600").is_ok());
     }
 
     #[test]

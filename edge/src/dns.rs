@@ -208,7 +208,10 @@ impl ZoneAnswers {
 
     /// The answer to one question.
     pub fn answer(&self, qname: &LowerName, qtype: RecordType, qclass: DNSClass) -> Answer {
-        if qclass != DNSClass::IN || !self.origin.zone_of(qname) {
+        // Zone transfers are refused too: the zone is computed, and a
+        // second edge would not share its challenge values anyway.
+        let transfer = matches!(qtype, RecordType::AXFR | RecordType::IXFR);
+        if qclass != DNSClass::IN || !self.origin.zone_of(qname) || transfer {
             return Answer {
                 code: ResponseCode::Refused,
                 authoritative: false,
@@ -244,8 +247,7 @@ impl ZoneAnswers {
             }
         } else if self.is_host(qname) {
             match qtype {
-                RecordType::A | RecordType::AAAA => self.addresses(&owner, qtype),
-                RecordType::ANY => self.addresses(&owner, RecordType::A),
+                RecordType::A | RecordType::AAAA | RecordType::ANY => self.addresses(&owner, qtype),
                 _ => vec![],
             }
         } else {
@@ -262,11 +264,16 @@ impl ZoneAnswers {
         }
     }
 
-    /// Preview names (one valid label under the zone) and the zone's own
-    /// name servers have the edge's addresses; nothing else exists.
+    /// Preview names (one valid label under the zone), the wildcard itself
+    /// and the zone's own name servers have the edge's addresses; nothing
+    /// else exists.
     fn is_host(&self, qname: &LowerName) -> bool {
         if self.nameserver_names.contains(qname) {
             return true;
+        }
+        // hickory does not count a leading `*` label.
+        if qname.is_wildcard() {
+            return qname.num_labels() == self.origin.num_labels();
         }
         if qname.num_labels() != self.origin.num_labels() + 1 {
             return false;
@@ -282,8 +289,10 @@ impl ZoneAnswers {
         self.addresses
             .iter()
             .filter_map(|ip| match (ip, qtype) {
-                (IpAddr::V4(v4), RecordType::A) => Some(RData::A(A(*v4))),
-                (IpAddr::V6(v6), RecordType::AAAA) => Some(RData::AAAA(AAAA(*v6))),
+                (IpAddr::V4(v4), RecordType::A | RecordType::ANY) => Some(RData::A(A(*v4))),
+                (IpAddr::V6(v6), RecordType::AAAA | RecordType::ANY) => {
+                    Some(RData::AAAA(AAAA(*v6)))
+                }
                 _ => None,
             })
             .map(|rdata| Record::from_rdata(owner.clone(), self.ttl, rdata))
@@ -482,6 +491,19 @@ mod tests {
             data(&ask(&zone, "NS1.Preview.Example.COM.", RecordType::A)),
             ["203.0.113.7"]
         );
+    }
+
+    #[test]
+    fn any_gets_both_families_and_transfers_are_refused() {
+        let zone = zone();
+        let any = ask(&zone, "web.preview.example.com.", RecordType::ANY);
+        assert_eq!(data(&any), ["203.0.113.7", "2001:db8::7"]);
+        let literal = ask(&zone, "*.preview.example.com.", RecordType::A);
+        assert_eq!(data(&literal), ["203.0.113.7"]);
+        for qtype in [RecordType::AXFR, RecordType::IXFR] {
+            let t = ask(&zone, "preview.example.com.", qtype);
+            assert_eq!(t.code, ResponseCode::Refused, "{qtype}");
+        }
     }
 
     #[test]

@@ -493,7 +493,7 @@ impl CertificateKeeper {
             }
             CertificateKeeper::Files(cert_file, key_file) => loop {
                 tokio::select! {
-                    _ = renewal.requested() => {}
+                    _ = renewal.requested() => renewal.take_request(),
                     _ = stop.wait_for(|s| *s) => return,
                 }
                 let read = TlsMaterial::from_pem_files(&cert_file, &key_file)
@@ -510,10 +510,14 @@ impl CertificateKeeper {
     }
 }
 
-/// Logs to stderr; `RUST_LOG` filters (default `info`).
+/// hickory logs every DNS query at info: a public name server's scans and
+/// floods would become the log. The edge logs queries at debug itself.
+pub const DEFAULT_LOG_FILTER: &str = "info,hickory_server=warn,hickory_proto=warn,hickory_net=warn";
+
+/// Logs to stderr; `RUST_LOG` filters (default [`DEFAULT_LOG_FILTER`]).
 pub fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -521,25 +525,31 @@ pub fn init_tracing() {
         .try_init();
 }
 
-/// Resolves on SIGTERM or Ctrl-C. A second one exits at once.
-pub async fn shutdown_signal() {
+/// Resolves on SIGTERM or Ctrl-C. A second one exits at once. The signals
+/// are caught from the call on (not from the first poll), so a signal that
+/// comes while the edge is starting is not lost to the default action.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     use tokio::signal::unix::{SignalKind, signal};
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
-    tokio::spawn(async move {
+    let term = signal(SignalKind::terminate());
+    let interrupt = signal(SignalKind::interrupt());
+    async move {
+        let (Ok(mut term), Ok(mut interrupt)) = (term, interrupt) else {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        };
         tokio::select! {
             _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
+            _ = interrupt.recv() => {}
         }
-        eprintln!("second signal: stopping now");
-        std::process::exit(130);
-    });
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = interrupt.recv() => {}
+            }
+            eprintln!("second signal: stopping now");
+            std::process::exit(130);
+        });
+    }
 }
 
 /// Refuses limits that would break the edge, and warns of those that only

@@ -45,6 +45,10 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    // Caught before anything starts, so none is lost to the default action.
+    let shutdown = calvin_edge::shutdown_signal();
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("catching SIGHUP")?;
     let edge = match cli.command {
         Command::Serve { config } => {
             let settings = ConfigFile::load(&config)?.into_settings()?;
@@ -84,15 +88,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     print_bound(edge.bound());
     let renewal = edge.renewal();
     tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let Ok(mut hangup) = signal(SignalKind::hangup()) else {
-            return;
-        };
         while hangup.recv().await.is_some() {
             renewal.renew_now();
         }
     });
-    edge.run(calvin_edge::shutdown_signal()).await;
+    edge.run(shutdown).await;
     Ok(())
 }
 

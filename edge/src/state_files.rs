@@ -105,3 +105,10 @@ pub fn create_private_dir(dir: &Path) -> Result<(), FileError> {
     fs::create_dir_all(dir).map_err(io)?;
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io)
 }
+
+pub fn rename(from: &Path, to: &Path) -> Result<(), FileError> {
+    fs::rename(from, to).map_err(|source| FileError::Io {
+        path: to.to_owned(),
+        source,
+    })
+}

@@ -37,6 +37,12 @@ impl Pebble {
     /// Nonces are never rejected at random and valid authorizations are
     /// never reused, so tests are deterministic.
     pub async fn start(dns: SocketAddr) -> Pebble {
+        Self::start_with_authz_reuse(dns, 0).await
+    }
+
+    /// Like [`start`](Self::start), reusing a valid authorization for a
+    /// new order `percent` % of the time, as Let's Encrypt does for 30 days.
+    pub async fn start_with_authz_reuse(dns: SocketAddr, percent: u8) -> Pebble {
         let dir = tempfile::tempdir().expect("tempdir");
         write_listener_certificates(dir.path());
 
@@ -64,7 +70,7 @@ impl Pebble {
             .arg(dns.to_string())
             .env("PEBBLE_VA_NOSLEEP", "1")
             .env("PEBBLE_WFE_NONCEREJECT", "0")
-            .env("PEBBLE_AUTHZREUSE", "0")
+            .env("PEBBLE_AUTHZREUSE", percent.to_string())
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("pebble log"))
             .stderr(log)

@@ -33,7 +33,7 @@ impl ServeEdge {
         let mut child = tokio::process::Command::new(binary("calvin-edge"))
             .args(["serve", "--config"])
             .arg(config)
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", calvin_edge::DEFAULT_LOG_FILTER)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(log_file)

@@ -5,6 +5,8 @@
 //! CA that cannot be reached.
 
 use std::os::unix::fs::PermissionsExt;
+
+use rustls_pki_types::pem::PemObject;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,8 +28,13 @@ struct Setup {
 
 impl Setup {
     async fn new() -> Setup {
+        Self::with_authz_reuse(0).await
+    }
+
+    async fn with_authz_reuse(percent: u8) -> Setup {
         let dns_port = free_udp_tcp_port();
-        let pebble = Pebble::start(([127, 0, 0, 1], dns_port).into()).await;
+        let dns = ([127, 0, 0, 1], dns_port).into();
+        let pebble = Pebble::start_with_authz_reuse(dns, percent).await;
         Setup {
             dir: tempfile::tempdir().expect("tempdir"),
             pebble,
@@ -41,6 +48,11 @@ impl Setup {
 
     /// Writes edge.toml (`extra_acme` goes into [acme]) and starts the edge.
     async fn edge(&self, extra_acme: &str) -> ServeEdge {
+        self.edge_for(&self.pebble.directory(), extra_acme).await
+    }
+
+    /// The same, with another directory URL.
+    async fn edge_for(&self, directory: &str, extra_acme: &str) -> ServeEdge {
         std::fs::write(
             self.path("tokens.toml"),
             "team-a = \"0123456789abcdef0123456789abcdef\"\n",
@@ -68,7 +80,7 @@ tokens_file = "{tokens}"
 "#,
             state = self.path("state").display(),
             dns = self.dns_port,
-            directory = self.pebble.directory(),
+            directory = directory,
             ca = self.pebble.listener_ca().display(),
             tokens = self.path("tokens.toml").display(),
         );
@@ -117,7 +129,9 @@ fn mode(path: &Path) -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pebble_issues_the_wildcard_through_the_edge_dns_and_a_renewal_keeps_connections() {
-    let s = Setup::new().await;
+    // The renewal reuses the authorizations of the first order, as Let's
+    // Encrypt does within 30 days.
+    let s = Setup::with_authz_reuse(100).await;
     let edge = s.edge("").await;
     let https = edge.https.expect("https");
     let http = edge.http.expect("http");
@@ -145,6 +159,12 @@ async fn pebble_issues_the_wildcard_through_the_edge_dns_and_a_renewal_keeps_con
     }
     assert!(
         edge.log().contains("new certificate"),
+        "{}",
+        s.failed(&edge)
+    );
+    // Both values (apex and wildcard) were published at once.
+    assert!(
+        edge.log().contains("challenges published pending=2"),
         "{}",
         s.failed(&edge)
     );
@@ -232,6 +252,8 @@ async fn pebble_issues_the_wildcard_through_the_edge_dns_and_a_renewal_keeps_con
     );
 
     // ...a forced renewal (SIGHUP) gets a new certificate from Pebble...
+    let connects = |log: &str| log.matches("agent connected").count();
+    assert_eq!(connects(&edge.log()), 1, "{}", edge.log());
     edge.signal("HUP").await;
     let renewed = serial_other_than(&edge, Some(&serial))
         .await
@@ -258,8 +280,87 @@ async fn pebble_issues_the_wildcard_through_the_edge_dns_and_a_renewal_keeps_con
     assert_ne!(renewed, serial);
     let out = curl(&root, &["--resolve", &resolve, &url]).await;
     assert_eq!(out.status, 200, "{out:?}");
+    let log = edge.log();
+    assert_eq!(connects(&log), 1, "the agent reconnected:\n{log}");
+    assert!(log.contains("challenges published pending=0"), "{log}");
     ws.close(None).await.expect("close");
     drop(ws);
+    edge.stop().await;
+}
+
+/// The serial of the certificate saved on disk.
+fn saved_serial(s: &Setup) -> String {
+    let pem = std::fs::read(s.path("state/acme/cert.pem")).expect("cert.pem");
+    let leaf = rustls_pki_types::CertificateDer::pem_slice_iter(&pem)
+        .next()
+        .expect("a certificate")
+        .expect("PEM");
+    CertInfo::of(&leaf).expect("leaf").serial
+}
+
+fn orders(log: &str) -> usize {
+    log.matches("ordering a certificate").count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_certificate_that_cannot_be_saved_is_served_and_saved_later_without_ordering_again() {
+    let s = Setup::new().await;
+    let edge = s.edge("").await;
+    let first = serial_other_than(&edge, None)
+        .await
+        .unwrap_or_else(|| panic!("no certificate issued\n{}", s.failed(&edge)));
+    assert_eq!(saved_serial(&s), first);
+
+    // The chain's temporary file cannot be made: saving fails.
+    let blocker = s.path("state/acme/cert.pem.tmp");
+    std::fs::create_dir(&blocker).expect("blocker");
+    edge.signal("HUP").await;
+    let second = serial_other_than(&edge, Some(&first))
+        .await
+        .unwrap_or_else(|| panic!("no renewal\n{}", s.failed(&edge)));
+    // Served at once, reported, retried (1 s, then 2 s) as a save only.
+    let reported = eventually(Duration::from_secs(10), || async {
+        (edge.log().matches("saving it failed").count() >= 2).then_some(())
+    })
+    .await;
+    assert!(reported.is_some(), "{}", s.failed(&edge));
+    let (_, health) = edge.health().await;
+    assert!(health["renewal"]["last_error"].is_string(), "{health}");
+    assert_eq!(orders(&edge.log()), 2, "{}", edge.log());
+    assert_eq!(saved_serial(&s), first, "the old pair stays whole on disk");
+
+    // Once the disk takes it, the served certificate is saved, and still
+    // only two orders were made.
+    std::fs::remove_dir(&blocker).expect("unblock");
+    let saved = eventually(Duration::from_secs(10), || async {
+        (saved_serial(&s) == second).then_some(())
+    })
+    .await;
+    assert!(saved.is_some(), "{}", s.failed(&edge));
+    let cleared = eventually(Duration::from_secs(5), || async {
+        let (_, health) = edge.health().await;
+        health["renewal"]["last_error"].is_null().then_some(())
+    })
+    .await;
+    assert!(cleared.is_some(), "{}", edge.log());
+    assert_eq!(orders(&edge.log()), 2, "{}", edge.log());
+    edge.stop().await;
+
+    // A restart pointed at another directory URL (the same Pebble under
+    // another name) serves the saved certificate, then replaces it with one
+    // from the new directory, on a new account.
+    let other = s.pebble.directory().replace("127.0.0.1", "localhost");
+    let edge = s.edge_for(&other, "").await;
+    let third = serial_other_than(&edge, Some(&second))
+        .await
+        .unwrap_or_else(|| panic!("no new certificate\n{}", s.failed(&edge)));
+    assert_ne!(third, first);
+    let log = edge.log();
+    assert!(log.contains("from another ACME directory"), "{log}");
+    assert!(
+        log.contains("the ACME directory changed; making a new account"),
+        "{log}"
+    );
     edge.stop().await;
 }
 
@@ -273,7 +374,6 @@ async fn a_restart_reuses_the_certificate_and_an_unreachable_ca_keeps_it_serving
     let root = s.pebble.issued_root().await;
     let account = std::fs::read(s.path("state/acme/account.json")).expect("account");
     edge.stop().await;
-    let orders = |log: &str| log.matches("ordering a certificate").count();
     let before = orders(&std::fs::read_to_string(s.path("edge.log")).expect("log"));
     assert_eq!(before, 1);
 
@@ -340,4 +440,38 @@ async fn a_restart_reuses_the_certificate_and_an_unreachable_ca_keeps_it_serving
         account
     );
     edge.stop().await;
+
+    // A CA that accepts connections and never answers: each attempt ends at
+    // attempt_timeout_secs, and the certificate keeps serving.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let silent_url = format!(
+        "https://127.0.0.1:{}/dir",
+        silent.local_addr().expect("addr").port()
+    );
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((conn, _)) = silent.accept().await {
+            open.push(conn);
+        }
+    });
+    let edge = s
+        .edge_for(
+            &silent_url,
+            "renew_days_before = 100000\nattempt_timeout_secs = 2",
+        )
+        .await;
+    let timed_out = eventually(Duration::from_secs(20), || async {
+        let (status, health) = edge.health().await;
+        let error = health["renewal"]["last_error"].as_str()?.to_owned();
+        (status == 200).then_some(error)
+    })
+    .await
+    .unwrap_or_else(|| panic!("no timeout reported\n{}", edge.log()));
+    assert_eq!(timed_out, "ACME attempt took longer than 2 s");
+    let https = edge.https.expect("https");
+    assert_eq!(served_serial(https, ZONE, &root).await, serial);
+    edge.stop().await;
+    held.abort();
 }

@@ -175,6 +175,7 @@ async fn challenge_values_are_served_at_once_under_a_query_flood() {
     // Four senders flood the server with queries for 3 s.
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicU64::new(0));
+    let answered = Arc::new(AtomicU64::new(0));
     let query = {
         use hickory_proto::op::{Message, Query};
         use hickory_proto::rr::{Name, RecordType};
@@ -187,7 +188,8 @@ async fn challenge_values_are_served_at_once_under_a_query_flood() {
     };
     let mut flooders = Vec::new();
     for _ in 0..4 {
-        let (stop, sent, query) = (stop.clone(), sent.clone(), query.clone());
+        let (stop, sent, answered, query) =
+            (stop.clone(), sent.clone(), answered.clone(), query.clone());
         flooders.push(tokio::spawn(async move {
             let socket = tokio::net::UdpSocket::bind("127.0.0.1:0")
                 .await
@@ -202,6 +204,7 @@ async fn challenge_values_are_served_at_once_under_a_query_flood() {
                 while let Ok(Ok(_)) =
                     tokio::time::timeout(Duration::ZERO, socket.recv_from(&mut buf)).await
                 {
+                    answered.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }));
@@ -238,10 +241,15 @@ async fn challenge_values_are_served_at_once_under_a_query_flood() {
     for f in flooders {
         f.await.expect("flooder");
     }
+    // The server was busy answering the flood all along.
+    let (sent, answered) = (
+        sent.load(Ordering::Relaxed),
+        answered.load(Ordering::Relaxed),
+    );
+    println!("flood: {sent} queries sent, {answered} answered; TXT set in {took:?}");
     assert!(
-        sent.load(Ordering::Relaxed) > 1000,
-        "the flood sent {} queries",
-        sent.load(Ordering::Relaxed)
+        answered > 1000,
+        "the flood sent {sent} queries, {answered} answered"
     );
     server.shutdown().await;
 }
