@@ -413,14 +413,19 @@ impl Process {
 
     /// Sends a signal (`TERM`, `KILL`, ...) with kill(1).
     pub async fn signal(&self, signal: &str) {
-        let pid = self.child.id().expect("running").to_string();
-        let status = tokio::process::Command::new("kill")
-            .args([&format!("-{signal}"), &pid])
-            .status()
-            .await
-            .expect("kill runs");
-        assert!(status.success());
+        send_signal(&self.child, signal).await;
     }
+}
+
+/// Sends `signal` (`TERM`, `HUP`, ...) to a running child with kill(1).
+pub async fn send_signal(child: &tokio::process::Child, signal: &str) {
+    let pid = child.id().expect("running").to_string();
+    let status = tokio::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid])
+        .status()
+        .await
+        .expect("kill runs");
+    assert!(status.success());
 }
 
 /// `calvin-edge dev` as a process; fields are the addresses it printed.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncBufReadExt;
 
-use crate::harness::{binary, curl};
+use crate::harness::{binary, curl, send_signal, tls_client_config};
 
 /// A running `calvin-edge serve`; the addresses are those it printed.
 pub struct ServeEdge {
@@ -89,13 +89,7 @@ impl ServeEdge {
 
     /// Sends a signal (`TERM`, `HUP`, ...) with kill(1).
     pub async fn signal(&self, signal: &str) {
-        let pid = self.child.id().expect("running").to_string();
-        let status = tokio::process::Command::new("kill")
-            .args([&format!("-{signal}"), &pid])
-            .status()
-            .await
-            .expect("kill runs");
-        assert!(status.success());
+        send_signal(&self.child, signal).await;
     }
 
     /// SIGTERM, then waits for the exit.
@@ -116,6 +110,23 @@ impl ServeEdge {
         let json = serde_json::from_slice(&out.body).unwrap_or(serde_json::Value::Null);
         (out.status, json)
     }
+}
+
+/// The serial of the certificate a new TLS connection to `addr` for `host`
+/// gets, the connection verified against `root`.
+pub async fn served_serial(addr: SocketAddr, host: &str, root: &Path) -> String {
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("tcp");
+    let connector =
+        tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls_client_config(root, &[])));
+    let name = rustls_pki_types::ServerName::try_from(host.to_owned()).expect("name");
+    let tls = connector
+        .connect(name, tcp)
+        .await
+        .expect("verified handshake");
+    let leaf = &tls.get_ref().1.peer_certificates().expect("certificates")[0];
+    calvin_edge::cert_store::CertInfo::of(leaf)
+        .expect("leaf parses")
+        .serial
 }
 
 /// A port free for both UDP and TCP on 127.0.0.1 right now, for a server

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use calvin_edge::cert_store::CertInfo;
 use calvin_tests::pebble::Pebble;
-use calvin_tests::serve_edge::{ServeEdge, free_udp_tcp_port};
+use calvin_tests::serve_edge::{ServeEdge, free_udp_tcp_port, served_serial};
 use calvin_tests::{Origin, Process, curl, eventually, preview_when_connected, tls_client_config};
 use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
@@ -109,18 +109,14 @@ async fn serial_other_than(edge: &ServeEdge, not: Option<&str>) -> Option<String
     .await
 }
 
-/// The serial of the certificate a new TLS connection to `addr` gets, the
-/// connection verified against `root` for `host`.
-async fn served_serial(addr: std::net::SocketAddr, host: &str, root: &Path) -> String {
-    let tcp = tokio::net::TcpStream::connect(addr).await.expect("tcp");
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(tls_client_config(root, &[])));
-    let name = rustls_pki_types::ServerName::try_from(host.to_owned()).expect("name");
-    let tls = connector
-        .connect(name, tcp)
-        .await
-        .expect("verified handshake");
-    let leaf = &tls.get_ref().1.peer_certificates().expect("certificates")[0];
-    CertInfo::of(leaf).expect("leaf parses").serial
+/// Sends `text` on the WebSocket and expects it back.
+async fn echo<S>(ws: &mut tokio_tungstenite::WebSocketStream<S>, text: &str)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    ws.send(Message::text(text)).await.expect("send");
+    let back = ws.next().await.expect("an echo").expect("a frame");
+    assert_eq!(back.into_text().expect("text"), text);
 }
 
 fn mode(path: &Path) -> u32 {
@@ -240,16 +236,7 @@ async fn pebble_issues_the_wildcard_through_the_edge_dns_and_a_renewal_keeps_con
         tokio_tungstenite::client_async(format!("wss://{host}:{}/ws", https.port()), tls)
             .await
             .expect("websocket through the edge");
-    ws.send(Message::text("before")).await.expect("send");
-    assert_eq!(
-        ws.next()
-            .await
-            .expect("echo")
-            .expect("frame")
-            .into_text()
-            .expect("text"),
-        "before"
-    );
+    echo(&mut ws, "before").await;
 
     // ...a forced renewal (SIGHUP) gets a new certificate from Pebble...
     let connects = |log: &str| log.matches("agent connected").count();
@@ -262,19 +249,7 @@ async fn pebble_issues_the_wildcard_through_the_edge_dns_and_a_renewal_keeps_con
     // ...the WebSocket keeps flowing on the old certificate, new
     // connections get the new one, and the agent's QUIC connection lives on.
     for i in 0..3 {
-        let text = format!("after {i}");
-        ws.send(Message::text(text.clone()))
-            .await
-            .expect("send after renewal");
-        assert_eq!(
-            ws.next()
-                .await
-                .expect("echo")
-                .expect("frame")
-                .into_text()
-                .expect("text"),
-            text
-        );
+        echo(&mut ws, &format!("after {i}")).await;
     }
     assert_eq!(served_serial(https, &host, &root).await, renewed);
     assert_ne!(renewed, serial);

@@ -2,28 +2,12 @@
 //! files again, so a certificate renewed by other tooling is served without
 //! a restart; a broken file keeps the previous certificate serving.
 
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
-use calvin_edge::cert_store::CertInfo;
-use calvin_tests::serve_edge::ServeEdge;
-use calvin_tests::{eventually, tls_client_config, token_for};
+use calvin_tests::serve_edge::{ServeEdge, served_serial};
+use calvin_tests::{eventually, token_for};
 
 const ZONE: &str = "preview.test";
-
-/// The serial a new TLS connection gets, verified against `ca`.
-async fn served_serial(addr: std::net::SocketAddr, ca: &Path) -> String {
-    let tcp = tokio::net::TcpStream::connect(addr).await.expect("tcp");
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(tls_client_config(ca, &[])));
-    let name = rustls_pki_types::ServerName::try_from("web.preview.test").expect("name");
-    let tls = connector
-        .connect(name, tcp)
-        .await
-        .expect("verified handshake");
-    let leaf = &tls.get_ref().1.peer_certificates().expect("certificates")[0];
-    CertInfo::of(leaf).expect("leaf").serial
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reads_the_certificate_files_again() {
@@ -62,7 +46,7 @@ token = "{token}"
     let (status, health) = edge.health().await;
     assert_eq!(status, 200, "{health}");
     assert_eq!(health["certificate"]["source"], "files");
-    let first_serial = served_serial(https, &first.ca_path()).await;
+    let first_serial = served_serial(https, "web.preview.test", &first.ca_path()).await;
     assert_eq!(health["certificate"]["serial"], first_serial.as_str());
 
     // New files, then SIGHUP: new handshakes get the new certificate.
@@ -76,7 +60,10 @@ token = "{token}"
     })
     .await
     .unwrap_or_else(|| panic!("the files were not read again\n{}", edge.log()));
-    assert_eq!(served_serial(https, &second.ca_path()).await, second_serial);
+    assert_eq!(
+        served_serial(https, "web.preview.test", &second.ca_path()).await,
+        second_serial
+    );
 
     // A key that does not match the certificate: refused, the second
     // certificate keeps serving, and the health endpoint says why.
@@ -89,7 +76,10 @@ token = "{token}"
     .await
     .unwrap_or_else(|| panic!("no error reported\n{}", edge.log()));
     assert_eq!(health["certificate"]["serial"], second_serial.as_str());
-    assert_eq!(served_serial(https, &second.ca_path()).await, second_serial);
+    assert_eq!(
+        served_serial(https, "web.preview.test", &second.ca_path()).await,
+        second_serial
+    );
     assert!(
         edge.log().contains("cannot read the certificate files"),
         "{}",
