@@ -1,1 +1,2973 @@
-//! (being written)
+//! post_card's card vocabulary: validation of the untrusted `spec` argument
+//! (collecting every problem, never stopping at the first) and rendering to
+//! Slack Block Kit JSON.
+//!
+//! # Input
+//!
+//! `{"root": "<id>", "elements": {"<id>": {"type", "props", "children"}},
+//! "state": {}}`; the vocabulary and its limits are in [`DESCRIPTION`] (what
+//! a model reads) and [`input_schema`].
+//!
+//! Decisions:
+//!
+//! - Every element appears exactly once: as the root, or as a child of one
+//!   parent, listed once. An element listed by two parents (or twice by one)
+//!   is a problem, and so is an element not reachable from the root. A cycle
+//!   (an element reachable from itself) is reported with its path.
+//! - `state` is accepted only when absent, `null` or `{}`: cards are static
+//!   (link buttons, no inputs), so there is no interactive state to hold.
+//! - A Table holds at most 100 rows (the spec). Slack's table block counts
+//!   its header row among its 100 rows, so a table with 100 rows has its
+//!   `columns` as a bold line in a section above it instead.
+//! - Positions in problem messages count from 1 ("row 3", "series 2").
+//! - At most [`MAX_PROBLEMS_PER_FIELD`] problems are listed per element and
+//!   field; one more line says how many were left out.
+//! - A secret's value anywhere in the spec (strings, numbers, keys) is a
+//!   problem that does not repeat the value; every problem's text has the
+//!   session's secret values replaced by `[redacted]`, so an id or a prop
+//!   echoed in another problem cannot leak one either.
+//!
+//! # Output blocks
+//!
+//! Shapes match slack-morphism 2.31's Block Kit models (`SlackBlock` in
+//! `models/blocks/kit.rs`; the tests deserialize every rendered block into
+//! them) and Slack's reference pages for the table and data visualization
+//! blocks:
+//!
+//! - `Card.title`, `Heading`: `{"type":"header","text":{"type":"plain_text","text":..}}`
+//! - `Text`: `{"type":"section","text":{"type":"mrkdwn","text":..}}`
+//! - `Fields`: `{"type":"section","fields":[{"type":"mrkdwn","text":"*label*\nvalue"}, ..]}`
+//! - `Table` (`SlackTableBlock`): `{"type":"table","rows":[[{"type":"raw_text","text":..}, ..], ..]}`,
+//!   the first row being the `columns` header.
+//! - `Chart` (`SlackDataVisualizationBlock` / `SlackChart`):
+//!   bar, line and area:
+//!   `{"type":"data_visualization","title":..,"chart":{"type":"bar","series":[{"name":..,"data":[{"label":..,"value":<number>}]}],"axis_config":{"categories":[..]}}}`
+//!   (categories: the first series' labels, in order; every series' data in
+//!   that order); pie:
+//!   `{"type":"data_visualization","title":..,"chart":{"type":"pie","segments":[{"label":..,"value":<number>}]}}`.
+//!   Each chart is followed by a section with its text summary
+//!   (`*title* — series: label value, ..; ..`). [`RenderedCard::text_blocks`]
+//!   is the same card with the chart blocks left out (summaries only), to
+//!   post again when Slack answers `invalid_blocks` for a chart.
+//! - consecutive `Button`s: `{"type":"actions","elements":[{"type":"button","text":{"type":"plain_text","text":..},"url":..}]}`
+//!   (25 buttons per actions block).
+//! - `Divider`: `{"type":"divider"}`; `Image`: `{"type":"image","image_url":..,"alt_text":..}`.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+
+use serde::Serialize;
+use serde_json::{Map, Number, Value, json};
+
+/// Slack blocks in one message.
+pub const MAX_BLOCKS: usize = 50;
+/// Tables per card (Slack allows one table per message).
+pub const MAX_TABLES: usize = 1;
+/// Rows of Slack's table block, the header row included.
+pub const MAX_TABLE_ROWS: usize = 100;
+/// Columns of a table.
+pub const MAX_TABLE_COLUMNS: usize = 20;
+/// Charts per card.
+pub const MAX_CHARTS: usize = 2;
+/// Characters of a chart title.
+pub const MAX_CHART_TITLE: usize = 50;
+/// Series per chart.
+pub const MAX_SERIES: usize = 12;
+/// Points per series.
+pub const MAX_POINTS: usize = 20;
+/// Characters of a series name or a point label.
+pub const MAX_LABEL: usize = 20;
+/// Fields in the whole card (Slack: 10 per section).
+pub const MAX_FIELDS: usize = 10;
+/// Characters of a header block (card title, Heading).
+pub const MAX_HEADER: usize = 150;
+/// Characters of a section's text (Text, chart summaries).
+pub const MAX_TEXT: usize = 3000;
+/// Characters of one section field (`*label*\nvalue`).
+pub const MAX_FIELD_TEXT: usize = 2000;
+/// Characters of a button's text.
+pub const MAX_BUTTON_TEXT: usize = 75;
+/// Buttons in one actions block.
+pub const MAX_BUTTONS_PER_ROW: usize = 25;
+/// Characters of a button or image URL.
+pub const MAX_URL: usize = 3000;
+/// Characters of an image's alt text.
+pub const MAX_ALT: usize = 2000;
+/// Characters of the notification fallback text.
+pub const MAX_FALLBACK: usize = 3000;
+/// Problems listed per element and field; the rest are counted.
+pub const MAX_PROBLEMS_PER_FIELD: usize = 20;
+
+/// The `element` of problems about the spec as a whole.
+const SPEC: &str = "spec";
+const SECRET_MESSAGE: &str = "contains the value of one of the session's secrets";
+const REDACTED: &str = "[redacted]";
+
+macro_rules! example_spec {
+    () => {
+        r#"{"spec": {"root": "card", "elements": {
+  "card": {"type": "Card", "props": {"title": "Nightly build"}, "children": ["facts", "t", "c", "log"]},
+  "facts": {"type": "Fields", "children": ["f1", "f2"]},
+  "f1": {"type": "Field", "props": {"label": "Status", "value": "passed"}},
+  "f2": {"type": "Field", "props": {"label": "Duration", "value": "12 min"}},
+  "t": {"type": "Table", "props": {"columns": ["Suite", "Tests", "Failed"], "rows": [["unit", 412, 0], ["integration", 57, 0]]}},
+  "c": {"type": "Chart", "props": {"kind": "bar", "title": "Duration (min)", "series": [{"name": "This week", "points": [{"label": "Mon", "value": 12}, {"label": "Tue", "value": 11}]}]}},
+  "log": {"type": "Button", "props": {"text": "Open the log", "url": "https://ci.example.com/runs/123"}}
+}}}"#
+    };
+}
+
+/// The post_card tool's description, as a model reads it.
+pub const DESCRIPTION: &str = concat!(
+    "Posts a card into this session's Slack thread: key facts, a table, charts and link buttons, \
+rendered as Slack blocks. An invalid spec is refused with the list of all its problems (each \
+naming the element id and the field); fix them all and call again. Limit: 50 cards per runner.\n\
+\n\
+spec = {\"root\": \"<id>\", \"elements\": {\"<id>\": {\"type\": \"<Type>\", \"props\": {...}, \
+\"children\": [\"<id>\", ...]}}}. The root is a Card. Every other element appears exactly once, \
+in the children of the Card (a Field: of a Fields); no element may contain itself, and every \
+element must be reachable from the root.\n\
+\n\
+Element types (props with ? are optional):\n\
+- Card {title?}: the root; title (plain text, up to 150 characters) is shown as a header. \
+Children: any types below except Field, shown in order.\n\
+- Heading {text}: a header line, plain text up to 150 characters.\n\
+- Text {text}: Slack mrkdwn (*bold*, _italic_, `code`, <https://example.com|link>), up to 3000 \
+characters.\n\
+- Fields: key facts shown in two columns; children: Field elements only.\n\
+- Field {label, value}: label is plain text, value is mrkdwn (a string or a number); at most 10 \
+Fields in the whole card; label and value together up to 2000 characters.\n\
+- Table {columns, rows}: columns is an array of 1 to 20 strings (the header row); rows is an \
+array of rows, each an array of strings or numbers with one cell per column. One table per card; \
+at most 100 rows.\n\
+- Chart {kind, title, series}: kind is bar, line, area or pie; title up to 50 characters; series \
+is an array of 1 to 12 {name, points}, points an array of 1 to 20 {label, value} with a numeric \
+value; series names and point labels up to 20 characters. For bar, line and area, series names \
+are unique and every series has one point for each label of the first series (the x axis). A \
+pie takes exactly one series, its values above 0. At most 2 charts per card; each is shown as a \
+native Slack chart with a text summary below it.\n\
+- Button {text, url}: a link button; url is http:// or https://, text up to 75 characters. \
+Buttons are links only: no action_id, value or any other prop. Consecutive buttons share a row.\n\
+- Divider: a horizontal rule; no props.\n\
+- Image {url, alt}: url http:// or https://; alt (required) up to 2000 characters.\n\
+\n\
+state: cards are static (no inputs, no interactive state), so state must be absent or {}.\n\
+At most 50 Slack blocks once rendered: the title, each Heading, Text, Fields, Table, Divider and \
+Image is one block, a Chart two (chart and summary), a run of consecutive Buttons one.\n\
+A card containing the value of one of the session's secrets is refused.\n\
+\n\
+Example:\n",
+    example_spec!()
+);
+
+/// One thing wrong with a card spec.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Problem {
+    /// The element id, or `"spec"` for the spec as a whole.
+    pub element: String,
+    /// The prop, or `"type"`, `"children"`, `"id"`, or a key of the spec.
+    pub field: String,
+    /// What is wrong, with the limit and the value.
+    pub message: String,
+}
+
+impl Problem {
+    fn new(element: &str, field: &str, message: impl Into<String>) -> Self {
+        Problem {
+            element: element.to_owned(),
+            field: field.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "element {:?} field {:?}: {}",
+            self.element, self.field, self.message
+        )
+    }
+}
+
+/// A valid card, rendered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderedCard {
+    /// The Block Kit blocks (a JSON array), charts as native
+    /// `data_visualization` blocks each followed by its text summary.
+    pub blocks: Value,
+    /// The same blocks with every chart in its text form only, for when
+    /// Slack answers `invalid_blocks` to [`RenderedCard::blocks`].
+    pub text_blocks: Value,
+    /// Plain text for notifications (chat.postMessage's `text`), at most
+    /// [`MAX_FALLBACK`] characters.
+    pub fallback_text: String,
+    /// How many blocks `blocks` holds.
+    pub block_count: usize,
+}
+
+impl RenderedCard {
+    /// Whether the card has a chart, that is whether `text_blocks` differs
+    /// from `blocks`.
+    pub fn has_charts(&self) -> bool {
+        self.blocks != self.text_blocks
+    }
+}
+
+/// Validates `spec` (the tool's raw `spec` argument) and renders it, or
+/// returns every problem found. A spec sent as a JSON string holding an
+/// object is read as that object. `secrets` are the session's secret
+/// values; a spec containing a non-empty one is refused without echoing it.
+pub fn validate_and_render(spec: &Value, secrets: &[String]) -> Result<RenderedCard, Vec<Problem>> {
+    let reparsed;
+    let spec = match spec {
+        Value::String(text) => match serde_json::from_str::<Value>(text) {
+            Ok(value @ Value::Object(_)) => {
+                reparsed = value;
+                &reparsed
+            }
+            _ => spec,
+        },
+        _ => spec,
+    };
+    let mut problems = Vec::new();
+    let rendered = check(spec, &mut problems);
+    scan_secrets(spec, secrets, &mut problems);
+    match rendered {
+        Some(card) if problems.is_empty() => Ok(card),
+        _ => {
+            if problems.is_empty() {
+                problems.push(Problem::new(SPEC, SPEC, "the card could not be rendered"));
+            }
+            Err(finish(problems, secrets))
+        }
+    }
+}
+
+/// The JSON Schema of the tool's arguments, `{spec: {...}}`. Deliberately
+/// loose (no enums, no `additionalProperties: false`, nothing required
+/// inside `spec`) so that [`validate_and_render`] reports the problems, all
+/// of them at once.
+pub fn input_schema() -> Map<String, Value> {
+    let element = json!({
+        "type": "object",
+        "description": "An element: {type, props, children}.",
+        "properties": {
+            "type": {
+                "type": "string",
+                "description": "One of Card (the root only), Heading, Text, Fields, Field (in a Fields only), Table, Chart, Button, Divider, Image."
+            },
+            "props": {
+                "type": "object",
+                "description": "The type's props: Card {title?}; Heading {text}; Text {text} (mrkdwn); Fields {}; Field {label, value}; Table {columns, rows}; Chart {kind, title, series}; Button {text, url}; Divider {}; Image {url, alt}. No other props (buttons are links only).",
+                "properties": {
+                    "title": {"description": "Card: header, up to 150 characters. Chart: up to 50 characters."},
+                    "text": {"description": "Heading: plain text up to 150 characters. Text: mrkdwn up to 3000 characters. Button: up to 75 characters."},
+                    "label": {"description": "Field: plain text label."},
+                    "value": {"description": "Field: mrkdwn value, a string or a number."},
+                    "columns": {"description": "Table: 1 to 20 column names (strings), the header row."},
+                    "rows": {"description": "Table: at most 100 rows, each an array of strings or numbers, one per column."},
+                    "kind": {"description": "Chart: bar, line, area or pie."},
+                    "series": {"description": "Chart: 1 to 12 {name, points: [{label, value}]}, 1 to 20 points each; names and labels up to 20 characters; values are numbers. Bar, line and area: unique names, every series with the first series' labels. Pie: exactly one series, values above 0."},
+                    "url": {"description": "Button, Image: an http:// or https:// URL."},
+                    "alt": {"description": "Image: alt text, up to 2000 characters."}
+                }
+            },
+            "children": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Ids of child elements, in order. Only Card and Fields take children; every element appears exactly once."
+            }
+        }
+    });
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "description": "The card: {root, elements, state?}. See the tool description for the vocabulary and the limits.",
+                "properties": {
+                    "root": {"type": "string", "description": "Id of the root element, a Card."},
+                    "elements": {
+                        "type": "object",
+                        "description": "Element id to element.",
+                        "additionalProperties": element
+                    },
+                    "state": {
+                        "type": "object",
+                        "description": "Absent or {}: cards are static, with no interactive state."
+                    }
+                }
+            }
+        },
+        "required": ["spec"]
+    });
+    match schema {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The vocabulary
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Card,
+    Fields,
+    Field,
+    Heading,
+    Text,
+    Table,
+    Chart,
+    Button,
+    Divider,
+    Image,
+}
+
+const KINDS: [Kind; 10] = [
+    Kind::Card,
+    Kind::Fields,
+    Kind::Field,
+    Kind::Heading,
+    Kind::Text,
+    Kind::Table,
+    Kind::Chart,
+    Kind::Button,
+    Kind::Divider,
+    Kind::Image,
+];
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Card => "Card",
+            Kind::Fields => "Fields",
+            Kind::Field => "Field",
+            Kind::Heading => "Heading",
+            Kind::Text => "Text",
+            Kind::Table => "Table",
+            Kind::Chart => "Chart",
+            Kind::Button => "Button",
+            Kind::Divider => "Divider",
+            Kind::Image => "Image",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Kind> {
+        KINDS.into_iter().find(|kind| kind.name() == name)
+    }
+
+    fn props(self) -> &'static [&'static str] {
+        match self {
+            Kind::Card => &["title"],
+            Kind::Fields | Kind::Divider => &[],
+            Kind::Field => &["label", "value"],
+            Kind::Heading | Kind::Text => &["text"],
+            Kind::Table => &["columns", "rows"],
+            Kind::Chart => &["kind", "title", "series"],
+            Kind::Button => &["text", "url"],
+            Kind::Image => &["url", "alt"],
+        }
+    }
+
+    fn takes_children(self) -> bool {
+        matches!(self, Kind::Card | Kind::Fields)
+    }
+
+    /// "a Card", "an Image".
+    fn a(self) -> String {
+        match self {
+            Kind::Image => "an Image".to_owned(),
+            other => format!("a {}", other.name()),
+        }
+    }
+
+    /// "no props", "title", "label and value", "kind, title and series".
+    fn props_list(self) -> String {
+        match self.props() {
+            [] => "no props".to_owned(),
+            [one] => (*one).to_owned(),
+            [init @ .., last] => format!("{} and {last}", init.join(", ")),
+        }
+    }
+}
+
+fn type_list() -> String {
+    KINDS.map(Kind::name).join(", ")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChartKind {
+    Bar,
+    Line,
+    Area,
+    Pie,
+}
+
+impl ChartKind {
+    fn name(self) -> &'static str {
+        match self {
+            ChartKind::Bar => "bar",
+            ChartKind::Line => "line",
+            ChartKind::Area => "area",
+            ChartKind::Pie => "pie",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Chart {
+    kind: ChartKind,
+    title: String,
+    series: Vec<Series>,
+}
+
+#[derive(Debug, Clone)]
+struct Series {
+    name: String,
+    points: Vec<(String, Number)>,
+}
+
+/// An element's content, read leniently (defaults where a prop is wrong)
+/// so that a card with problems can still be rendered to count its blocks.
+#[derive(Debug, Clone)]
+enum Node {
+    Card {
+        title: Option<String>,
+    },
+    Fields,
+    Field {
+        label: String,
+        value: String,
+    },
+    Heading {
+        text: String,
+    },
+    Text {
+        text: String,
+    },
+    Table {
+        columns: Vec<String>,
+        rows: Vec<Vec<String>>,
+    },
+    Chart(Chart),
+    Button {
+        text: String,
+        url: String,
+    },
+    Divider,
+    Image {
+        url: String,
+        alt: String,
+    },
+}
+
+#[derive(Debug)]
+struct Element {
+    kind: Option<Kind>,
+    node: Option<Node>,
+    children: Vec<String>,
+    problems: Vec<Problem>,
+}
+
+// ---------------------------------------------------------------------------
+// Validation
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn chars(text: &str) -> usize {
+    text.chars().count()
+}
+
+/// Checks the whole spec into `problems`; renders the card when its root is
+/// a Card (also when there are problems, to count the blocks).
+fn check(spec: &Value, problems: &mut Vec<Problem>) -> Option<RenderedCard> {
+    let mut push = |element: &str, field: &str, message: String| {
+        problems.push(Problem::new(element, field, message));
+    };
+    let Some(obj) = spec.as_object() else {
+        push(
+            SPEC,
+            SPEC,
+            format!(
+                "the spec must be an object {{root, elements, state}}, got {}",
+                type_name(spec)
+            ),
+        );
+        return None;
+    };
+    for key in obj.keys() {
+        if !matches!(key.as_str(), "root" | "elements" | "state") {
+            push(
+                SPEC,
+                key,
+                "unknown key; the spec takes root, elements and state".to_owned(),
+            );
+        }
+    }
+    let root = match obj.get("root") {
+        None | Some(Value::Null) => {
+            push(
+                SPEC,
+                "root",
+                "missing; the id of the root element, a Card".to_owned(),
+            );
+            None
+        }
+        Some(Value::String(id)) => Some(id.as_str()),
+        Some(other) => {
+            push(
+                SPEC,
+                "root",
+                format!(
+                    "expected an element id (a string), got {}",
+                    type_name(other)
+                ),
+            );
+            None
+        }
+    };
+    match obj.get("state") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(state)) if state.is_empty() => {}
+        Some(Value::Object(state)) => push(
+            SPEC,
+            "state",
+            format!(
+                "{} keys, at most 0: cards are static (link buttons, no inputs), so there is no \
+                 interactive state; leave state out or send {{}}",
+                state.len()
+            ),
+        ),
+        Some(other) => push(
+            SPEC,
+            "state",
+            format!(
+                "expected an object, got {}; cards are static (no interactive state), so leave \
+                 state out or send {{}}",
+                type_name(other)
+            ),
+        ),
+    }
+    let empty = Map::new();
+    let raw_elements = match obj.get("elements") {
+        None | Some(Value::Null) => {
+            push(
+                SPEC,
+                "elements",
+                "missing; an object of element id to {type, props, children}".to_owned(),
+            );
+            &empty
+        }
+        Some(Value::Object(map)) => {
+            if map.is_empty() {
+                push(
+                    SPEC,
+                    "elements",
+                    "no elements; the card needs at least its root Card".to_owned(),
+                );
+            }
+            map
+        }
+        Some(other) => {
+            push(
+                SPEC,
+                "elements",
+                format!(
+                    "expected an object of element id to {{type, props, children}}, got {}",
+                    type_name(other)
+                ),
+            );
+            &empty
+        }
+    };
+    let mut elements: BTreeMap<&str, Element> = raw_elements
+        .iter()
+        .map(|(id, value)| (id.as_str(), parse_element(id, value)))
+        .collect();
+    if let Some(root) = root
+        && !elements.contains_key(root)
+        && !raw_elements.is_empty()
+    {
+        push(SPEC, "root", format!("{root:?} is not in elements"));
+    }
+    let root_id: Option<&str> = root.and_then(|r| elements.get_key_value(r).map(|(k, _)| *k));
+
+    let (order, reachable) = document_order(root_id, &elements);
+    for id in &order {
+        if let Some(element) = elements.get_mut(id) {
+            problems.append(&mut element.problems);
+        }
+    }
+    check_structure(root, root_id, &order, &reachable, &elements, problems);
+    let counted: Vec<&str> = order
+        .iter()
+        .copied()
+        .filter(|id| root_id.is_none() || reachable.contains(id))
+        .collect();
+    check_counts(&counted, &elements, problems);
+
+    let root_id = root_id?;
+    let root_element = elements.get(root_id)?;
+    let Some(Node::Card { title }) = &root_element.node else {
+        return None;
+    };
+    let card = render(title.as_deref(), &root_element.children, &elements);
+    if card.block_count > MAX_BLOCKS {
+        problems.push(Problem::new(
+            root_id,
+            "children",
+            format!(
+                "the card renders to {} Slack blocks, at most {MAX_BLOCKS}",
+                card.block_count
+            ),
+        ));
+    } else if card.block_count == 0 {
+        problems.push(Problem::new(
+            root_id,
+            "children",
+            "the card renders to no Slack blocks; give it a title or children",
+        ));
+    }
+    Some(card)
+}
+
+/// The elements in document order (a preorder walk from the root, then the
+/// elements the walk does not reach), and the set reached from the root.
+fn document_order<'a>(
+    root: Option<&'a str>,
+    elements: &BTreeMap<&'a str, Element>,
+) -> (Vec<&'a str>, HashSet<&'a str>) {
+    let mut order = Vec::with_capacity(elements.len());
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut stack: Vec<&str> = root.into_iter().collect();
+    while let Some(id) = stack.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        order.push(id);
+        if let Some(element) = elements.get(id) {
+            for child in element.children.iter().rev() {
+                if let Some((key, _)) = elements.get_key_value(child.as_str())
+                    && !seen.contains(key)
+                {
+                    stack.push(key);
+                }
+            }
+        }
+    }
+    let reachable = seen.clone();
+    for id in elements.keys() {
+        if !seen.contains(id) {
+            order.push(id);
+        }
+    }
+    (order, reachable)
+}
+
+/// Children, parents, cycles, reachability and nesting rules.
+fn check_structure(
+    root: Option<&str>,
+    root_id: Option<&str>,
+    order: &[&str],
+    reachable: &HashSet<&str>,
+    elements: &BTreeMap<&str, Element>,
+    problems: &mut Vec<Problem>,
+) {
+    let mut push = |element: &str, field: &str, message: String| {
+        problems.push(Problem::new(element, field, message));
+    };
+    let kind_of = |id: &str| elements.get(id).and_then(|e| e.kind);
+
+    // Each element once: one parent, listed once; the root nobody's child.
+    let mut parent: HashMap<&str, &str> = HashMap::new();
+    for &id in order {
+        let Some(element) = elements.get(id) else {
+            continue;
+        };
+        for child in &element.children {
+            let child = child.as_str();
+            if root == Some(child) {
+                push(
+                    id,
+                    "children",
+                    format!("{child:?} is the root; the root cannot be a child"),
+                );
+                continue;
+            }
+            let Some((&key, _)) = elements.get_key_value(child) else {
+                push(id, "children", format!("{child:?} is not in elements"));
+                continue;
+            };
+            match parent.get(key) {
+                Some(&p) if p == id => push(
+                    id,
+                    "children",
+                    format!(
+                        "lists {child:?} more than once; each element appears once in the card"
+                    ),
+                ),
+                Some(&p) => push(
+                    id,
+                    "children",
+                    format!(
+                        "{child:?} is already a child of {p:?}; each element appears once in \
+                         the card"
+                    ),
+                ),
+                None => {
+                    parent.insert(key, id);
+                }
+            }
+        }
+    }
+
+    for (at, path) in find_cycles(order, elements) {
+        let path: Vec<String> = path.iter().map(|id| format!("{id:?}")).collect();
+        push(
+            at,
+            "children",
+            format!(
+                "cycle {}; an element cannot contain itself",
+                path.join(" -> ")
+            ),
+        );
+    }
+
+    if let Some(root_id) = root_id {
+        for &id in order {
+            if !reachable.contains(id) {
+                push(
+                    id,
+                    "id",
+                    format!(
+                        "not reachable from the root {root_id:?}; list it in the children of \
+                         the Card (a Field: of a Fields) or remove it"
+                    ),
+                );
+            }
+        }
+        if let Some(kind) = kind_of(root_id)
+            && kind != Kind::Card
+        {
+            push(
+                root_id,
+                "type",
+                format!("the root must be a Card, got {}", kind.name()),
+            );
+        }
+    }
+
+    for &id in order {
+        let Some(element) = elements.get(id) else {
+            continue;
+        };
+        match element.kind {
+            Some(Kind::Card) if root_id.is_some() && root_id != Some(id) => push(
+                id,
+                "type",
+                format!(
+                    "a Card can only be the root (the root is {:?})",
+                    root_id.unwrap_or_default()
+                ),
+            ),
+            Some(Kind::Field) => {
+                if let Some(&p) = parent.get(id)
+                    && let Some(parent_kind) = kind_of(p)
+                    && parent_kind != Kind::Fields
+                {
+                    push(
+                        id,
+                        "type",
+                        format!(
+                            "a Field must be a child of a Fields element, not of {} ({p:?})",
+                            parent_kind.a()
+                        ),
+                    );
+                }
+            }
+            Some(Kind::Fields) => {
+                if element.children.is_empty() {
+                    push(
+                        id,
+                        "children",
+                        format!("no children; Fields needs 1 to {MAX_FIELDS} Field children"),
+                    );
+                }
+                for child in &element.children {
+                    if let Some(kind) = kind_of(child)
+                        && kind != Kind::Field
+                    {
+                        push(
+                            id,
+                            "children",
+                            format!(
+                                "{child:?} is {}; Fields takes only Field children",
+                                kind.a()
+                            ),
+                        );
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Every cycle found by a depth-first walk: the element whose children
+/// close it, and the path from the repeated element back to itself.
+fn find_cycles<'a>(
+    order: &[&'a str],
+    elements: &BTreeMap<&'a str, Element>,
+) -> Vec<(&'a str, Vec<&'a str>)> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Colour {
+        OnPath,
+        Done,
+    }
+    let mut colour: HashMap<&str, Colour> = HashMap::new();
+    let mut cycles = Vec::new();
+    for &start in order {
+        if colour.contains_key(start) {
+            continue;
+        }
+        colour.insert(start, Colour::OnPath);
+        let mut stack: Vec<(&str, usize)> = vec![(start, 0)];
+        while let Some(top) = stack.last_mut() {
+            let (id, next) = *top;
+            let children = elements
+                .get(id)
+                .map(|e| e.children.as_slice())
+                .unwrap_or(&[]);
+            if next >= children.len() {
+                colour.insert(id, Colour::Done);
+                stack.pop();
+                continue;
+            }
+            top.1 += 1;
+            let Some((&child, _)) = elements.get_key_value(children[next].as_str()) else {
+                continue;
+            };
+            match colour.get(child) {
+                None => {
+                    colour.insert(child, Colour::OnPath);
+                    stack.push((child, 0));
+                }
+                Some(Colour::OnPath) => {
+                    let from = stack.iter().position(|(s, _)| *s == child).unwrap_or(0);
+                    let mut path: Vec<&str> = stack[from..].iter().map(|(s, _)| *s).collect();
+                    path.push(child);
+                    cycles.push((id, path));
+                }
+                Some(Colour::Done) => {}
+            }
+        }
+    }
+    cycles
+}
+
+/// Card-wide counts: tables, charts, fields.
+fn check_counts(counted: &[&str], elements: &BTreeMap<&str, Element>, problems: &mut Vec<Problem>) {
+    let kind_of = |id: &str| elements.get(id).and_then(|e| e.kind);
+    let mut tables = 0;
+    let mut charts = 0;
+    for &id in counted {
+        match kind_of(id) {
+            Some(Kind::Table) => {
+                tables += 1;
+                if tables > MAX_TABLES {
+                    problems.push(Problem::new(
+                        id,
+                        "type",
+                        format!("{tables} tables in the card, at most {MAX_TABLES}"),
+                    ));
+                }
+            }
+            Some(Kind::Chart) => {
+                charts += 1;
+                if charts > MAX_CHARTS {
+                    problems.push(Problem::new(
+                        id,
+                        "type",
+                        format!("{charts} charts in the card, at most {MAX_CHARTS}"),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    // Fields: counted where they are listed, so the problem names the Fields
+    // element holding the first field past the limit.
+    let mut total = 0;
+    let mut first_over: Option<&str> = None;
+    for &id in counted {
+        let Some(element) = elements.get(id) else {
+            continue;
+        };
+        if element.kind != Some(Kind::Fields) {
+            continue;
+        }
+        for child in &element.children {
+            if kind_of(child) == Some(Kind::Field) {
+                total += 1;
+                if total == MAX_FIELDS + 1 {
+                    first_over = Some(id);
+                }
+            }
+        }
+    }
+    if let Some(id) = first_over {
+        problems.push(Problem::new(
+            id,
+            "children",
+            format!("{total} fields in the card, at most {MAX_FIELDS}"),
+        ));
+    }
+}
+
+fn parse_element(id: &str, value: &Value) -> Element {
+    let mut problems = Vec::new();
+    let Some(obj) = value.as_object() else {
+        problems.push(Problem::new(
+            id,
+            "type",
+            format!(
+                "an element must be an object {{type, props, children}}, got {}",
+                type_name(value)
+            ),
+        ));
+        return Element {
+            kind: None,
+            node: None,
+            children: Vec::new(),
+            problems,
+        };
+    };
+    for key in obj.keys() {
+        if !matches!(key.as_str(), "type" | "props" | "children") {
+            problems.push(Problem::new(
+                id,
+                key,
+                "unknown key; an element takes type, props and children",
+            ));
+        }
+    }
+    let kind = match obj.get("type") {
+        None | Some(Value::Null) => {
+            problems.push(Problem::new(
+                id,
+                "type",
+                format!("missing; one of {}", type_list()),
+            ));
+            None
+        }
+        Some(Value::String(name)) => {
+            let kind = Kind::parse(name);
+            if kind.is_none() {
+                problems.push(Problem::new(
+                    id,
+                    "type",
+                    format!("unknown type {name:?}; one of {}", type_list()),
+                ));
+            }
+            kind
+        }
+        Some(other) => {
+            problems.push(Problem::new(
+                id,
+                "type",
+                format!(
+                    "expected a string (one of {}), got {}",
+                    type_list(),
+                    type_name(other)
+                ),
+            ));
+            None
+        }
+    };
+
+    let mut children = Vec::new();
+    match obj.get("children") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                match item {
+                    Value::String(child) => children.push(child.clone()),
+                    other => problems.push(Problem::new(
+                        id,
+                        "children",
+                        format!(
+                            "item {}: expected an element id (a string), got {}",
+                            i + 1,
+                            type_name(other)
+                        ),
+                    )),
+                }
+            }
+        }
+        Some(other) => problems.push(Problem::new(
+            id,
+            "children",
+            format!("expected an array of element ids, got {}", type_name(other)),
+        )),
+    }
+    if let Some(kind) = kind
+        && !kind.takes_children()
+        && !children.is_empty()
+    {
+        problems.push(Problem::new(
+            id,
+            "children",
+            format!("{} takes no children, got {}", kind.a(), children.len()),
+        ));
+    }
+
+    let empty = Map::new();
+    let props = match obj.get("props") {
+        None | Some(Value::Null) => Some(&empty),
+        Some(Value::Object(map)) => Some(map),
+        Some(other) => {
+            problems.push(Problem::new(
+                id,
+                "props",
+                format!("expected an object, got {}", type_name(other)),
+            ));
+            None
+        }
+    };
+    let node = kind.map(|kind| {
+        let mut reader = Props {
+            id,
+            kind,
+            map: props,
+            problems: &mut problems,
+        };
+        reader.unknown_props();
+        reader.node()
+    });
+    Element {
+        kind,
+        node,
+        children,
+        problems,
+    }
+}
+
+/// Reads one element's props, collecting problems.
+struct Props<'a> {
+    id: &'a str,
+    kind: Kind,
+    /// `None` when `props` is not an object (already reported).
+    map: Option<&'a Map<String, Value>>,
+    problems: &'a mut Vec<Problem>,
+}
+
+impl<'a> Props<'a> {
+    fn push(&mut self, field: &str, message: impl Into<String>) {
+        self.problems.push(Problem::new(self.id, field, message));
+    }
+
+    fn get(&self, name: &str) -> Option<&'a Value> {
+        self.map
+            .and_then(|map| map.get(name))
+            .filter(|value| !value.is_null())
+    }
+
+    fn unknown_props(&mut self) {
+        let Some(map) = self.map else {
+            return;
+        };
+        let allowed = self.kind.props();
+        let unknown: Vec<String> = map
+            .keys()
+            .filter(|key| !allowed.contains(&key.as_str()))
+            .cloned()
+            .collect();
+        for key in unknown {
+            let message = if self.kind == Kind::Button {
+                format!("buttons are links only; a Button takes text and url, not {key}")
+            } else {
+                format!(
+                    "unknown prop; {} takes {}",
+                    self.kind.a(),
+                    self.kind.props_list()
+                )
+            };
+            self.push(&key, message);
+        }
+    }
+
+    fn missing(&mut self, name: &str, what: &str) {
+        if self.map.is_some() {
+            let message = format!("missing; {} requires {name} ({what})", self.kind.a());
+            self.push(name, message);
+        }
+    }
+
+    /// A string prop: non-blank, at most `max` characters.
+    fn string(&mut self, name: &str, required: bool, max: usize, what: &str) -> Option<String> {
+        match self.get(name) {
+            None => {
+                if required {
+                    self.missing(name, what);
+                }
+                None
+            }
+            Some(Value::String(text)) => {
+                let n = chars(text);
+                if text.trim().is_empty() {
+                    self.push(name, format!("empty; expected {what}"));
+                } else if n > max {
+                    self.push(name, format!("{n} characters, at most {max}"));
+                }
+                Some(text.clone())
+            }
+            Some(other) => {
+                let message = format!("expected {what}, got {}", type_name(other));
+                self.push(name, message);
+                None
+            }
+        }
+    }
+
+    /// An http(s) URL prop.
+    fn url(&mut self, name: &str) -> Option<String> {
+        let url = self.string(name, true, MAX_URL, "an http:// or https:// URL")?;
+        if !url.trim().is_empty()
+            && let Some(reason) = url_problem(&url)
+        {
+            self.push(name, format!("{url:?} {reason}"));
+        }
+        Some(url)
+    }
+
+    fn node(&mut self) -> Node {
+        match self.kind {
+            Kind::Card => Node::Card {
+                title: self.string("title", false, MAX_HEADER, "a string"),
+            },
+            Kind::Fields => Node::Fields,
+            Kind::Divider => Node::Divider,
+            Kind::Heading => Node::Heading {
+                text: self
+                    .string("text", true, MAX_HEADER, "a string")
+                    .unwrap_or_default(),
+            },
+            Kind::Text => Node::Text {
+                text: self
+                    .string("text", true, MAX_TEXT, "a mrkdwn string")
+                    .unwrap_or_default(),
+            },
+            Kind::Field => self.field(),
+            Kind::Table => self.table(),
+            Kind::Chart => Node::Chart(self.chart()),
+            Kind::Button => Node::Button {
+                text: self
+                    .string("text", true, MAX_BUTTON_TEXT, "a string")
+                    .unwrap_or_default(),
+                url: self.url("url").unwrap_or_default(),
+            },
+            Kind::Image => Node::Image {
+                url: self.url("url").unwrap_or_default(),
+                alt: self
+                    .string("alt", true, MAX_ALT, "a string (alt text)")
+                    .unwrap_or_default(),
+            },
+        }
+    }
+
+    fn field(&mut self) -> Node {
+        let label = self
+            .string("label", true, MAX_FIELD_TEXT, "a string")
+            .unwrap_or_default();
+        let value = match self.get("value") {
+            None => {
+                self.missing("value", "a mrkdwn string or a number");
+                String::new()
+            }
+            Some(Value::String(text)) => text.clone(),
+            Some(Value::Number(number)) => number.to_string(),
+            Some(other) => {
+                let message = format!(
+                    "expected a mrkdwn string or a number, got {}",
+                    type_name(other)
+                );
+                self.push("value", message);
+                String::new()
+            }
+        };
+        let n = chars(&field_text(&label, &value));
+        if !label.is_empty() && n > MAX_FIELD_TEXT {
+            self.push(
+                "value",
+                format!(
+                    "label and value render to {n} characters (*label*, a line break, value), \
+                     at most {MAX_FIELD_TEXT}"
+                ),
+            );
+        }
+        Node::Field { label, value }
+    }
+
+    fn table(&mut self) -> Node {
+        let mut columns = Vec::new();
+        let mut column_count = None;
+        match self.get("columns") {
+            None => self.missing("columns", "an array of 1 to 20 column names"),
+            Some(Value::Array(items)) => {
+                column_count = Some(items.len());
+                if items.is_empty() {
+                    self.push(
+                        "columns",
+                        format!("no columns; a table has 1 to {MAX_TABLE_COLUMNS}"),
+                    );
+                } else if items.len() > MAX_TABLE_COLUMNS {
+                    self.push(
+                        "columns",
+                        format!("{} columns, at most {MAX_TABLE_COLUMNS}", items.len()),
+                    );
+                }
+                for (i, item) in items.iter().enumerate() {
+                    match item {
+                        Value::String(name) => columns.push(name.clone()),
+                        other => {
+                            let message = format!(
+                                "column {}: expected a string, got {}",
+                                i + 1,
+                                type_name(other)
+                            );
+                            self.push("columns", message);
+                            columns.push(String::new());
+                        }
+                    }
+                }
+            }
+            Some(other) => {
+                let message = format!(
+                    "expected an array of column names, got {}",
+                    type_name(other)
+                );
+                self.push("columns", message);
+            }
+        }
+        let mut rows = Vec::new();
+        match self.get("rows") {
+            None => self.missing("rows", "an array of rows, each an array of cells"),
+            Some(Value::Array(items)) => {
+                if items.len() > MAX_TABLE_ROWS {
+                    self.push(
+                        "rows",
+                        format!("{} rows, at most {MAX_TABLE_ROWS}", items.len()),
+                    );
+                }
+                for (i, item) in items.iter().enumerate() {
+                    let Value::Array(cells) = item else {
+                        let message = format!(
+                            "row {}: expected an array of cells, got {}",
+                            i + 1,
+                            type_name(item)
+                        );
+                        self.push("rows", message);
+                        continue;
+                    };
+                    if let Some(count) = column_count
+                        && cells.len() != count
+                    {
+                        self.push(
+                            "rows",
+                            format!("row {}: {} cells, but {count} columns", i + 1, cells.len()),
+                        );
+                    }
+                    let mut row = Vec::with_capacity(cells.len());
+                    for (j, cell) in cells.iter().enumerate() {
+                        match cell {
+                            Value::String(text) => row.push(text.clone()),
+                            Value::Number(number) => row.push(number.to_string()),
+                            other => {
+                                let message = format!(
+                                    "row {} cell {}: expected a string or a number, got {}",
+                                    i + 1,
+                                    j + 1,
+                                    type_name(other)
+                                );
+                                self.push("rows", message);
+                                row.push(String::new());
+                            }
+                        }
+                    }
+                    rows.push(row);
+                }
+            }
+            Some(other) => {
+                let message = format!(
+                    "expected an array of rows (arrays of cells), got {}",
+                    type_name(other)
+                );
+                self.push("rows", message);
+            }
+        }
+        Node::Table { columns, rows }
+    }
+
+    fn chart(&mut self) -> Chart {
+        let kind = match self.get("kind") {
+            None => {
+                self.missing("kind", "bar, line, area or pie");
+                None
+            }
+            Some(Value::String(name)) => {
+                let kind = match name.as_str() {
+                    "bar" => Some(ChartKind::Bar),
+                    "line" => Some(ChartKind::Line),
+                    "area" => Some(ChartKind::Area),
+                    "pie" => Some(ChartKind::Pie),
+                    _ => None,
+                };
+                if kind.is_none() {
+                    self.push(
+                        "kind",
+                        format!("unknown chart kind {name:?}; one of bar, line, area, pie"),
+                    );
+                }
+                kind
+            }
+            Some(other) => {
+                let message = format!(
+                    "expected a string (bar, line, area or pie), got {}",
+                    type_name(other)
+                );
+                self.push("kind", message);
+                None
+            }
+        };
+        let title = self
+            .string("title", true, MAX_CHART_TITLE, "a string")
+            .unwrap_or_default();
+        let mut series = Vec::new();
+        match self.get("series") {
+            None => self.missing("series", "an array of {name, points}"),
+            Some(Value::Array(items)) => {
+                if items.is_empty() {
+                    self.push(
+                        "series",
+                        format!("no series; a chart has 1 to {MAX_SERIES}"),
+                    );
+                } else if items.len() > MAX_SERIES {
+                    self.push(
+                        "series",
+                        format!("{} series, at most {MAX_SERIES}", items.len()),
+                    );
+                }
+                for (i, item) in items.iter().enumerate() {
+                    series.push(self.series(i + 1, item));
+                }
+            }
+            Some(other) => {
+                let message = format!(
+                    "expected an array of {{name, points}}, got {}",
+                    type_name(other)
+                );
+                self.push("series", message);
+            }
+        }
+        if let Some(kind) = kind {
+            self.chart_consistency(kind, &series);
+        }
+        Chart {
+            kind: kind.unwrap_or(ChartKind::Bar),
+            title,
+            series,
+        }
+    }
+
+    /// Series `n` (counting from 1); invalid parts are reported and left
+    /// out (a missing name is empty).
+    fn series(&mut self, n: usize, item: &Value) -> Series {
+        let mut series = Series {
+            name: String::new(),
+            points: Vec::new(),
+        };
+        let Value::Object(obj) = item else {
+            let message = format!(
+                "series {n}: expected an object {{name, points}}, got {}",
+                type_name(item)
+            );
+            self.push("series", message);
+            return series;
+        };
+        for key in obj.keys() {
+            if !matches!(key.as_str(), "name" | "points") {
+                self.push(
+                    "series",
+                    format!("series {n}: unknown key {key:?}; a series takes name and points"),
+                );
+            }
+        }
+        match obj.get("name") {
+            None | Some(Value::Null) => self.push("series", format!("series {n}: missing name")),
+            Some(Value::String(name)) => {
+                self.label(&format!("series {n}: name"), name);
+                series.name = name.clone();
+            }
+            Some(other) => {
+                let message = format!(
+                    "series {n}: name: expected a string, got {}",
+                    type_name(other)
+                );
+                self.push("series", message);
+            }
+        }
+        match obj.get("points") {
+            None | Some(Value::Null) => self.push(
+                "series",
+                format!("series {n}: missing points (an array of {{label, value}})"),
+            ),
+            Some(Value::Array(points)) => {
+                if points.is_empty() {
+                    self.push(
+                        "series",
+                        format!("series {n}: no points; a series has 1 to {MAX_POINTS}"),
+                    );
+                } else if points.len() > MAX_POINTS {
+                    self.push(
+                        "series",
+                        format!("series {n}: {} points, at most {MAX_POINTS}", points.len()),
+                    );
+                }
+                for (j, point) in points.iter().enumerate() {
+                    if let Some(point) = self.point(n, j + 1, point) {
+                        series.points.push(point);
+                    }
+                }
+            }
+            Some(other) => {
+                let message = format!(
+                    "series {n}: points: expected an array of {{label, value}}, got {}",
+                    type_name(other)
+                );
+                self.push("series", message);
+            }
+        }
+        series
+    }
+
+    fn point(&mut self, n: usize, m: usize, item: &Value) -> Option<(String, Number)> {
+        let at = format!("series {n} point {m}");
+        let Value::Object(obj) = item else {
+            let message = format!(
+                "{at}: expected an object {{label, value}}, got {}",
+                type_name(item)
+            );
+            self.push("series", message);
+            return None;
+        };
+        for key in obj.keys() {
+            if !matches!(key.as_str(), "label" | "value") {
+                self.push(
+                    "series",
+                    format!("{at}: unknown key {key:?}; a point takes label and value"),
+                );
+            }
+        }
+        let label = match obj.get("label") {
+            None | Some(Value::Null) => {
+                self.push("series", format!("{at}: missing label"));
+                None
+            }
+            Some(Value::String(label)) => {
+                self.label(&format!("{at}: label"), label);
+                Some(label.clone())
+            }
+            Some(other) => {
+                let message = format!("{at}: label: expected a string, got {}", type_name(other));
+                self.push("series", message);
+                None
+            }
+        };
+        let value = match obj.get("value") {
+            None | Some(Value::Null) => {
+                self.push("series", format!("{at}: missing value (a number)"));
+                None
+            }
+            Some(Value::Number(number)) => Some(number.clone()),
+            Some(Value::String(text)) => {
+                let number = number_from_str(text);
+                if number.is_none() {
+                    self.push(
+                        "series",
+                        format!("{at}: value: expected a number, got the string {text:?}"),
+                    );
+                }
+                number
+            }
+            Some(other) => {
+                let message = format!("{at}: value: expected a number, got {}", type_name(other));
+                self.push("series", message);
+                None
+            }
+        };
+        Some((label?, value?))
+    }
+
+    /// A series name or point label: non-blank, at most [`MAX_LABEL`].
+    fn label(&mut self, at: &str, label: &str) {
+        let n = chars(label);
+        if label.trim().is_empty() {
+            self.push("series", format!("{at} is empty"));
+        } else if n > MAX_LABEL {
+            self.push(
+                "series",
+                format!("{at} {label:?} has {n} characters, at most {MAX_LABEL}"),
+            );
+        }
+    }
+
+    fn chart_consistency(&mut self, kind: ChartKind, series: &[Series]) {
+        for (i, s) in series.iter().enumerate() {
+            let mut seen: HashMap<&str, usize> = HashMap::new();
+            for (j, (label, _)) in s.points.iter().enumerate() {
+                if let Some(first) = seen.get(label.as_str()) {
+                    self.push(
+                        "series",
+                        format!(
+                            "series {} point {}: label {label:?} repeats point {first}'s; labels \
+                             in a series are unique",
+                            i + 1,
+                            j + 1
+                        ),
+                    );
+                } else {
+                    seen.insert(label, j + 1);
+                }
+            }
+        }
+        if kind == ChartKind::Pie {
+            if series.len() > 1 {
+                self.push(
+                    "series",
+                    format!("a pie chart takes exactly 1 series, got {}", series.len()),
+                );
+            }
+            if let Some(first) = series.first() {
+                for (j, (label, value)) in first.points.iter().enumerate() {
+                    if value.as_f64().is_none_or(|v| v <= 0.0) {
+                        self.push(
+                            "series",
+                            format!(
+                                "series 1 point {} ({label:?}): value {value}; a pie slice is \
+                                 greater than 0",
+                                j + 1
+                            ),
+                        );
+                    }
+                }
+            }
+            return;
+        }
+        let mut names: HashMap<&str, usize> = HashMap::new();
+        for (i, s) in series.iter().enumerate() {
+            if s.name.is_empty() {
+                continue;
+            }
+            if let Some(first) = names.get(s.name.as_str()) {
+                self.push(
+                    "series",
+                    format!(
+                        "series {}: name {:?} repeats series {first}'s; series names are unique",
+                        i + 1,
+                        s.name
+                    ),
+                );
+            } else {
+                names.insert(&s.name, i + 1);
+            }
+        }
+        let Some(first) = series.first() else {
+            return;
+        };
+        let axis: HashSet<&str> = first.points.iter().map(|(l, _)| l.as_str()).collect();
+        for (i, s) in series.iter().enumerate().skip(1) {
+            let labels: HashSet<&str> = s.points.iter().map(|(l, _)| l.as_str()).collect();
+            for (label, _) in &first.points {
+                if !labels.contains(label.as_str()) {
+                    self.push(
+                        "series",
+                        format!(
+                            "series {} has no point for {label:?}; every series has one point \
+                             for each label of series 1",
+                            i + 1
+                        ),
+                    );
+                }
+            }
+            for (j, (label, _)) in s.points.iter().enumerate() {
+                if !axis.contains(label.as_str()) {
+                    self.push(
+                        "series",
+                        format!(
+                            "series {} point {}: label {label:?} is not a label of series 1; \
+                             every series has the same labels",
+                            i + 1,
+                            j + 1
+                        ),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// A number sent as a string ("12", "-3.5").
+fn number_from_str(text: &str) -> Option<Number> {
+    let text = text.trim();
+    if let Ok(n) = text.parse::<i64>() {
+        return Some(Number::from(n));
+    }
+    text.parse::<f64>()
+        .ok()
+        .filter(|f| f.is_finite())
+        .and_then(Number::from_f64)
+}
+
+/// Why `url` is not an http(s) URL Slack accepts, or `None`.
+fn url_problem(url: &str) -> Option<&'static str> {
+    let rest = strip_prefix_ignore_case(url, "https://")
+        .or_else(|| strip_prefix_ignore_case(url, "http://"));
+    let Some(rest) = rest else {
+        return Some("is not an http:// or https:// URL");
+    };
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Some("contains spaces or control characters");
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit('@').next().unwrap_or_default();
+    let host = if host_port.starts_with('[') {
+        host_port
+    } else {
+        host_port.split(':').next().unwrap_or_default()
+    };
+    if host.is_empty() {
+        return Some("has no host");
+    }
+    None
+}
+
+fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.as_bytes().get(..prefix.len())?;
+    if head.eq_ignore_ascii_case(prefix.as_bytes()) {
+        // The prefix is ASCII, so its length is a character boundary.
+        text.get(prefix.len()..)
+    } else {
+        None
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Secrets and the final list
+
+fn scan_secrets(spec: &Value, secrets: &[String], problems: &mut Vec<Problem>) {
+    let secrets: Vec<&str> = secrets
+        .iter()
+        .map(String::as_str)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if secrets.is_empty() {
+        return;
+    }
+    let hit = |text: &str| secrets.iter().any(|secret| text.contains(secret));
+    let mut found: Vec<(String, String)> = Vec::new();
+    let mut add = |element: &str, field: &str| {
+        let key = (element.to_owned(), field.to_owned());
+        if !found.contains(&key) {
+            found.push(key);
+        }
+    };
+    match spec {
+        Value::Object(obj) => {
+            for (key, value) in obj {
+                let (Some(elements), "elements") = (value.as_object(), key.as_str()) else {
+                    if hit(key) || value_has_secret(value, &hit) {
+                        add(SPEC, key);
+                    }
+                    continue;
+                };
+                for (id, element) in elements {
+                    if hit(id) {
+                        add(id, "id");
+                    }
+                    let Value::Object(parts) = element else {
+                        if value_has_secret(element, &hit) {
+                            add(id, "type");
+                        }
+                        continue;
+                    };
+                    for (part, value) in parts {
+                        match (part.as_str(), value) {
+                            ("props", Value::Object(props)) => {
+                                for (prop, value) in props {
+                                    if hit(prop) || value_has_secret(value, &hit) {
+                                        add(id, prop);
+                                    }
+                                }
+                            }
+                            _ => {
+                                if hit(part) || value_has_secret(value, &hit) {
+                                    add(id, part);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        other => {
+            if value_has_secret(other, &hit) {
+                add(SPEC, SPEC);
+            }
+        }
+    }
+    problems.extend(
+        found
+            .into_iter()
+            .map(|(element, field)| Problem::new(&element, &field, SECRET_MESSAGE)),
+    );
+}
+
+fn value_has_secret(value: &Value, hit: &dyn Fn(&str) -> bool) -> bool {
+    match value {
+        Value::Null | Value::Bool(_) => false,
+        Value::Number(number) => hit(&number.to_string()),
+        Value::String(text) => hit(text),
+        Value::Array(items) => items.iter().any(|item| value_has_secret(item, hit)),
+        Value::Object(map) => map
+            .iter()
+            .any(|(key, item)| hit(key) || value_has_secret(item, hit)),
+    }
+}
+
+/// Drops exact duplicates, caps the problems per element and field, and
+/// redacts the secrets' values from every text.
+fn finish(problems: Vec<Problem>, secrets: &[String]) -> Vec<Problem> {
+    let mut out: Vec<Problem> = Vec::with_capacity(problems.len());
+    let mut per_field: HashMap<(String, String), usize> = HashMap::new();
+    let mut seen: HashSet<Problem> = HashSet::new();
+    let mut omitted: Vec<((String, String), usize)> = Vec::new();
+    for problem in problems {
+        if !seen.insert(problem.clone()) {
+            continue;
+        }
+        let key = (problem.element.clone(), problem.field.clone());
+        let count = per_field.entry(key.clone()).or_insert(0);
+        *count += 1;
+        if *count <= MAX_PROBLEMS_PER_FIELD {
+            out.push(problem);
+        } else if let Some(entry) = omitted.iter_mut().find(|(k, _)| *k == key) {
+            entry.1 += 1;
+        } else {
+            omitted.push((key, 1));
+        }
+    }
+    for ((element, field), n) in omitted {
+        out.push(Problem::new(
+            &element,
+            &field,
+            format!("{n} more problems in this field, not listed"),
+        ));
+    }
+    let secrets: Vec<&str> = secrets
+        .iter()
+        .map(String::as_str)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if !secrets.is_empty() {
+        for problem in &mut out {
+            for text in [
+                &mut problem.element,
+                &mut problem.field,
+                &mut problem.message,
+            ] {
+                for secret in &secrets {
+                    if text.contains(secret) {
+                        *text = text.replace(secret, REDACTED);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------
+// Rendering
+
+/// Escapes text for a mrkdwn context (Slack's three control characters).
+fn escape_mrkdwn(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if chars(text) <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+fn field_text(label: &str, value: &str) -> String {
+    format!("*{}*\n{value}", escape_mrkdwn(label.trim()))
+}
+
+fn header_block(text: &str) -> Value {
+    json!({"type": "header", "text": {"type": "plain_text", "text": text}})
+}
+
+fn mrkdwn_section(text: &str) -> Value {
+    json!({"type": "section", "text": {"type": "mrkdwn", "text": text}})
+}
+
+fn table_block(columns: &[String], rows: &[Vec<String>]) -> Value {
+    let row = |cells: &[String]| -> Value {
+        cells
+            .iter()
+            .map(|cell| json!({"type": "raw_text", "text": cell}))
+            .collect()
+    };
+    let mut all: Vec<Value> = Vec::with_capacity(rows.len() + 1);
+    if !columns.is_empty() {
+        all.push(row(columns));
+    }
+    all.extend(rows.iter().map(|cells| row(cells)));
+    json!({"type": "table", "rows": all})
+}
+
+fn chart_block(chart: &Chart) -> Value {
+    let body = match chart.kind {
+        ChartKind::Pie => {
+            let segments: Vec<Value> = chart
+                .series
+                .iter()
+                .flat_map(|s| &s.points)
+                .map(|(label, value)| json!({"label": label, "value": value}))
+                .collect();
+            json!({"type": "pie", "segments": segments})
+        }
+        kind => {
+            let categories: Vec<&str> = chart
+                .series
+                .first()
+                .map(|s| s.points.iter().map(|(l, _)| l.as_str()).collect())
+                .unwrap_or_default();
+            let series: Vec<Value> = chart
+                .series
+                .iter()
+                .map(|s| {
+                    // In the order of the categories when the series has
+                    // every one of them (it does once valid).
+                    let by_label: HashMap<&str, &Number> =
+                        s.points.iter().map(|(l, v)| (l.as_str(), v)).collect();
+                    let data: Vec<Value> = if categories.iter().all(|c| by_label.contains_key(c)) {
+                        categories
+                            .iter()
+                            .map(|c| json!({"label": c, "value": by_label[c]}))
+                            .collect()
+                    } else {
+                        s.points
+                            .iter()
+                            .map(|(l, v)| json!({"label": l, "value": v}))
+                            .collect()
+                    };
+                    json!({"name": s.name, "data": data})
+                })
+                .collect();
+            json!({
+                "type": kind.name(),
+                "series": series,
+                "axis_config": {"categories": categories}
+            })
+        }
+    };
+    json!({"type": "data_visualization", "title": chart.title, "chart": body})
+}
+
+/// `title — series: label value, ...; series: ...`, mrkdwn or plain.
+fn chart_summary(chart: &Chart, mrkdwn: bool) -> String {
+    let esc = |text: &str| {
+        if mrkdwn {
+            escape_mrkdwn(text)
+        } else {
+            text.to_owned()
+        }
+    };
+    let series: Vec<String> = chart
+        .series
+        .iter()
+        .map(|s| {
+            let points: Vec<String> = s
+                .points
+                .iter()
+                .map(|(label, value)| format!("{} {value}", esc(label)))
+                .collect();
+            format!("{}: {}", esc(&s.name), points.join(", "))
+        })
+        .collect();
+    let title = if mrkdwn {
+        format!("*{}*", esc(chart.title.trim()))
+    } else {
+        chart.title.clone()
+    };
+    truncate(&format!("{title} — {}", series.join("; ")), MAX_TEXT)
+}
+
+#[derive(Default)]
+struct Renderer {
+    blocks: Vec<Value>,
+    text_blocks: Vec<Value>,
+    buttons: Vec<Value>,
+    lines: Vec<String>,
+}
+
+impl Renderer {
+    fn both(&mut self, block: Value) {
+        self.flush_buttons();
+        self.blocks.push(block.clone());
+        self.text_blocks.push(block);
+    }
+
+    fn flush_buttons(&mut self) {
+        let buttons = std::mem::take(&mut self.buttons);
+        for row in buttons.chunks(MAX_BUTTONS_PER_ROW) {
+            let block = json!({"type": "actions", "elements": row});
+            self.blocks.push(block.clone());
+            self.text_blocks.push(block);
+        }
+    }
+}
+
+fn render(
+    title: Option<&str>,
+    children: &[String],
+    elements: &BTreeMap<&str, Element>,
+) -> RenderedCard {
+    let mut r = Renderer::default();
+    if let Some(title) = title {
+        r.both(header_block(title));
+        r.lines.push(title.to_owned());
+    }
+    for child in children {
+        let Some(node) = elements.get(child.as_str()).and_then(|e| e.node.as_ref()) else {
+            continue;
+        };
+        match node {
+            Node::Heading { text } => {
+                r.both(header_block(text));
+                r.lines.push(text.clone());
+            }
+            Node::Text { text } => {
+                r.both(mrkdwn_section(text));
+                r.lines.push(text.clone());
+            }
+            Node::Fields => {
+                let fields: Vec<(&str, &str)> = elements
+                    .get(child.as_str())
+                    .map(|e| e.children.as_slice())
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|id| match elements.get(id.as_str())?.node.as_ref()? {
+                        Node::Field { label, value } => Some((label.as_str(), value.as_str())),
+                        _ => None,
+                    })
+                    .collect();
+                for chunk in fields.chunks(MAX_FIELDS) {
+                    let texts: Vec<Value> = chunk
+                        .iter()
+                        .map(|(label, value)| {
+                            json!({"type": "mrkdwn", "text": field_text(label, value)})
+                        })
+                        .collect();
+                    r.both(json!({"type": "section", "fields": texts}));
+                }
+                r.lines.extend(
+                    fields
+                        .iter()
+                        .map(|(label, value)| format!("{}: {value}", label.trim())),
+                );
+            }
+            Node::Table { columns, rows } => {
+                if rows.len() + 1 > MAX_TABLE_ROWS {
+                    // Slack's table block counts the header among its 100
+                    // rows: a full table's header goes in a line above it.
+                    let header: Vec<String> = columns
+                        .iter()
+                        .map(|c| format!("*{}*", escape_mrkdwn(c)))
+                        .collect();
+                    r.both(mrkdwn_section(&header.join(" | ")));
+                    r.both(table_block(&[], rows));
+                } else {
+                    r.both(table_block(columns, rows));
+                }
+                r.lines.push(format!(
+                    "Table ({} rows): {}",
+                    rows.len(),
+                    columns.join(" | ")
+                ));
+            }
+            Node::Chart(chart) => {
+                r.flush_buttons();
+                r.blocks.push(chart_block(chart));
+                r.both(mrkdwn_section(&chart_summary(chart, true)));
+                r.lines.push(chart_summary(chart, false));
+            }
+            Node::Button { text, url } => {
+                r.buttons.push(json!({
+                    "type": "button",
+                    "text": {"type": "plain_text", "text": text},
+                    "url": url
+                }));
+                r.lines.push(format!("{text}: {url}"));
+            }
+            Node::Divider => r.both(json!({"type": "divider"})),
+            Node::Image { url, alt } => {
+                r.both(json!({"type": "image", "image_url": url, "alt_text": alt}));
+                r.lines.push(format!("Image: {alt}"));
+            }
+            Node::Card { .. } | Node::Field { .. } => {}
+        }
+    }
+    r.flush_buttons();
+    let mut fallback_text = truncate(&r.lines.join("\n"), MAX_FALLBACK);
+    if fallback_text.trim().is_empty() {
+        fallback_text = "Card".to_owned();
+    }
+    RenderedCard {
+        block_count: r.blocks.len(),
+        blocks: Value::Array(r.blocks),
+        text_blocks: Value::Array(r.text_blocks),
+        fallback_text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slack_morphism::prelude::*;
+
+    fn render_ok(spec: &Value) -> RenderedCard {
+        match validate_and_render(spec, &[]) {
+            Ok(card) => card,
+            Err(problems) => panic!(
+                "unexpected problems:\n{}",
+                problems
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ),
+        }
+    }
+
+    fn problems(spec: &Value) -> Vec<String> {
+        problems_with(spec, &[])
+    }
+
+    fn problems_with(spec: &Value, secrets: &[String]) -> Vec<String> {
+        match validate_and_render(spec, secrets) {
+            Ok(card) => panic!("expected problems, got {}", card.blocks),
+            Err(problems) => problems.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    #[track_caller]
+    fn assert_has(problems: &[String], expected: &str) {
+        assert!(
+            problems.iter().any(|p| p == expected),
+            "missing problem\n  {expected}\nin\n  {}",
+            problems.join("\n  ")
+        );
+    }
+
+    /// A card whose root "card" has `children`, plus `elements`.
+    fn card(children: &[&str], elements: Value) -> Value {
+        let mut map = match elements {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        };
+        map.insert(
+            "card".to_owned(),
+            json!({"type": "Card", "props": {"title": "T"}, "children": children}),
+        );
+        json!({"root": "card", "elements": map})
+    }
+
+    fn block_types(blocks: &Value) -> Vec<String> {
+        blocks
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|b| b["type"].as_str().expect("type").to_owned())
+            .collect()
+    }
+
+    fn series_chart(kind: &str, title: &str, series: usize, points: usize) -> Value {
+        let series: Vec<Value> = (0..series)
+            .map(|s| {
+                let points: Vec<Value> = (0..points)
+                    .map(|p| json!({"label": format!("p{p}"), "value": p + s}))
+                    .collect();
+                json!({"name": format!("s{s}"), "points": points})
+            })
+            .collect();
+        json!({"type": "Chart", "props": {"kind": kind, "title": title, "series": series}})
+    }
+
+    fn table(columns: usize, rows: usize) -> Value {
+        let cols: Vec<String> = (0..columns).map(|c| format!("c{c}")).collect();
+        let rows: Vec<Vec<Value>> = (0..rows)
+            .map(|r| (0..columns).map(|c| json!(r * 100 + c)).collect())
+            .collect();
+        json!({"type": "Table", "props": {"columns": cols, "rows": rows}})
+    }
+
+    fn full_card() -> Value {
+        json!({
+            "root": "card",
+            "state": {},
+            "elements": {
+                "card": {"type": "Card", "props": {"title": "Deploy <prod>"}, "children": [
+                    "h", "txt", "facts", "t", "bars", "pie", "b1", "b2", "d", "img"
+                ]},
+                "h": {"type": "Heading", "props": {"text": "Summary"}},
+                "txt": {"type": "Text", "props": {"text": "*All* green, see <https://x.example|logs>"}},
+                "facts": {"type": "Fields", "children": ["f1", "f2"]},
+                "f1": {"type": "Field", "props": {"label": "Status", "value": "passed"}},
+                "f2": {"type": "Field", "props": {"label": "A&B", "value": 42}},
+                "t": {"type": "Table", "props": {
+                    "columns": ["Suite", "Tests"],
+                    "rows": [["unit", 412], ["e2e", "57"]]
+                }},
+                "bars": {"type": "Chart", "props": {"kind": "bar", "title": "Duration", "series": [
+                    {"name": "this", "points": [{"label": "Mon", "value": 12}, {"label": "Tue", "value": 11.5}]},
+                    {"name": "last", "points": [{"label": "Tue", "value": "9"}, {"label": "Mon", "value": 10}]}
+                ]}},
+                "pie": {"type": "Chart", "props": {"kind": "pie", "title": "Share", "series": [
+                    {"name": "tests", "points": [{"label": "unit", "value": 412}, {"label": "e2e", "value": 57}]}
+                ]}},
+                "b1": {"type": "Button", "props": {"text": "Log", "url": "https://ci.example.com/1"}},
+                "b2": {"type": "Button", "props": {"text": "Diff", "url": "http://ci.example.com/2"}},
+                "d": {"type": "Divider"},
+                "img": {"type": "Image", "props": {"url": "https://ci.example.com/a.png", "alt": "graph"}}
+            }
+        })
+    }
+
+    #[test]
+    fn valid_card_renders_every_element_type_in_order() {
+        let card = render_ok(&full_card());
+        assert_eq!(
+            block_types(&card.blocks),
+            [
+                "header",
+                "header",
+                "section",
+                "section",
+                "table",
+                "data_visualization",
+                "section",
+                "data_visualization",
+                "section",
+                "actions",
+                "divider",
+                "image"
+            ]
+        );
+        assert_eq!(card.block_count, 12);
+        let blocks = card.blocks.as_array().expect("array");
+        assert_eq!(
+            blocks[0],
+            json!({"type": "header", "text": {"type": "plain_text", "text": "Deploy <prod>"}})
+        );
+        assert_eq!(
+            blocks[2],
+            json!({"type": "section", "text": {"type": "mrkdwn",
+                "text": "*All* green, see <https://x.example|logs>"}})
+        );
+        assert_eq!(
+            blocks[3],
+            json!({"type": "section", "fields": [
+                {"type": "mrkdwn", "text": "*Status*\npassed"},
+                {"type": "mrkdwn", "text": "*A&amp;B*\n42"}
+            ]})
+        );
+        assert_eq!(
+            blocks[4],
+            json!({"type": "table", "rows": [
+                [{"type": "raw_text", "text": "Suite"}, {"type": "raw_text", "text": "Tests"}],
+                [{"type": "raw_text", "text": "unit"}, {"type": "raw_text", "text": "412"}],
+                [{"type": "raw_text", "text": "e2e"}, {"type": "raw_text", "text": "57"}]
+            ]})
+        );
+        assert_eq!(
+            blocks[5],
+            json!({"type": "data_visualization", "title": "Duration", "chart": {
+                "type": "bar",
+                "series": [
+                    {"name": "this", "data": [{"label": "Mon", "value": 12}, {"label": "Tue", "value": 11.5}]},
+                    {"name": "last", "data": [{"label": "Mon", "value": 10}, {"label": "Tue", "value": 9}]}
+                ],
+                "axis_config": {"categories": ["Mon", "Tue"]}
+            }})
+        );
+        assert_eq!(
+            blocks[6],
+            json!({"type": "section", "text": {"type": "mrkdwn",
+                "text": "*Duration* — this: Mon 12, Tue 11.5; last: Tue 9, Mon 10"}})
+        );
+        assert_eq!(
+            blocks[7],
+            json!({"type": "data_visualization", "title": "Share", "chart": {
+                "type": "pie",
+                "segments": [{"label": "unit", "value": 412}, {"label": "e2e", "value": 57}]
+            }})
+        );
+        assert_eq!(
+            blocks[9],
+            json!({"type": "actions", "elements": [
+                {"type": "button", "text": {"type": "plain_text", "text": "Log"}, "url": "https://ci.example.com/1"},
+                {"type": "button", "text": {"type": "plain_text", "text": "Diff"}, "url": "http://ci.example.com/2"}
+            ]})
+        );
+        assert_eq!(blocks[10], json!({"type": "divider"}));
+        assert_eq!(
+            blocks[11],
+            json!({"type": "image", "image_url": "https://ci.example.com/a.png", "alt_text": "graph"})
+        );
+
+        // The text form: the same without the chart blocks.
+        assert!(card.has_charts());
+        assert_eq!(
+            block_types(&card.text_blocks),
+            [
+                "header", "header", "section", "section", "table", "section", "section", "actions",
+                "divider", "image"
+            ]
+        );
+        assert_eq!(card.text_blocks[5], blocks[6]);
+        assert_eq!(card.text_blocks[6], blocks[8]);
+
+        assert_eq!(
+            card.fallback_text,
+            "Deploy <prod>\nSummary\n*All* green, see <https://x.example|logs>\nStatus: passed\n\
+             A&B: 42\nTable (2 rows): Suite | Tests\nDuration — this: Mon 12, Tue 11.5; last: \
+             Tue 9, Mon 10\nShare — tests: unit 412, e2e 57\nLog: https://ci.example.com/1\n\
+             Diff: http://ci.example.com/2\nImage: graph"
+        );
+    }
+
+    #[test]
+    fn rendered_blocks_deserialize_into_slack_morphism_types() {
+        let card = render_ok(&full_card());
+        for blocks in [&card.blocks, &card.text_blocks] {
+            for block in blocks.as_array().expect("array") {
+                let parsed: SlackBlock =
+                    serde_json::from_value(block.clone()).expect("a SlackBlock");
+                let matches = matches!(
+                    (block["type"].as_str().expect("type"), &parsed),
+                    ("header", SlackBlock::Header(_))
+                        | ("section", SlackBlock::Section(_))
+                        | ("table", SlackBlock::Table(_))
+                        | ("data_visualization", SlackBlock::DataVisualization(_))
+                        | ("actions", SlackBlock::Actions(_))
+                        | ("divider", SlackBlock::Divider(_))
+                        | ("image", SlackBlock::Image(_))
+                );
+                assert!(matches, "{block} parsed as {parsed:?}");
+            }
+        }
+        let bar: SlackDataVisualizationBlock =
+            serde_json::from_value(card.blocks[5].clone()).expect("chart");
+        match bar.chart {
+            SlackChart::Bar(chart) => {
+                assert_eq!(chart.axis_config.categories, ["Mon", "Tue"]);
+                assert_eq!(chart.series.len(), 2);
+                assert_eq!(chart.series[1].data[1].label, "Tue");
+            }
+            other => panic!("expected a bar chart, got {other:?}"),
+        }
+        let pie: SlackDataVisualizationBlock =
+            serde_json::from_value(card.blocks[7].clone()).expect("chart");
+        assert!(matches!(pie.chart, SlackChart::Pie(ref p) if p.segments.len() == 2));
+        let table: SlackTableBlock = serde_json::from_value(card.blocks[4].clone()).expect("table");
+        assert_eq!(table.rows.len(), 3);
+        assert!(matches!(&table.rows[0][0], SlackTableCell::RawText(c) if c.text == "Suite"));
+    }
+
+    #[test]
+    fn the_description_example_is_valid() {
+        let args: Value = serde_json::from_str(example_spec!()).expect("example JSON");
+        let card = render_ok(&args["spec"]);
+        assert_eq!(
+            block_types(&card.blocks),
+            [
+                "header",
+                "section",
+                "table",
+                "data_visualization",
+                "section",
+                "actions"
+            ]
+        );
+        for name in KINDS.map(Kind::name) {
+            assert!(DESCRIPTION.contains(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_card_without_charts_has_the_same_text_blocks() {
+        let card = render_ok(&card(&["x"], json!({"x": {"type": "Divider"}})));
+        assert!(!card.has_charts());
+        assert_eq!(card.blocks, card.text_blocks);
+        assert_eq!(card.fallback_text, "T");
+    }
+
+    #[test]
+    fn an_invalid_card_reports_every_problem() {
+        let spec = json!({
+            "root": "card",
+            "state": {"count": 1},
+            "extra": true,
+            "elements": {
+                "card": {"type": "Card", "props": {"title": "x".repeat(151)}, "children": [
+                    "h", "u", "missing", "fs", "b", "img", "lonely", "t1", "t2", "d"
+                ]},
+                "h": {"type": "Heading", "props": {"text": 5, "size": "big"}},
+                "u": {"type": "Sparkline", "props": {}},
+                "fs": {"type": "Fields", "children": ["f1", "h2"]},
+                "f1": {"type": "Field", "props": {"label": "L"}},
+                "h2": {"type": "Heading", "props": {"text": "in fields"}},
+                "b": {"type": "Button", "props": {"text": "Go", "url": "ftp://x", "action_id": "go"}},
+                "img": {"type": "Image", "props": {"url": "https://x.example/a.png"}},
+                "lonely": {"type": "Field", "props": {"label": "a", "value": "b"}},
+                "t1": {"type": "Table", "props": {"columns": ["a", "b"], "rows": [["1"], [true, 2]]}},
+                "t2": {"type": "Table", "props": {"columns": ["a"], "rows": []}},
+                "d": {"type": "Divider", "children": ["h"]},
+                "orphan": {"type": "Divider"}
+            }
+        });
+        let got = problems(&spec);
+        let expected = [
+            r#"element "spec" field "extra": unknown key; the spec takes root, elements and state"#,
+            r#"element "spec" field "state": 1 keys, at most 0: cards are static (link buttons, no inputs), so there is no interactive state; leave state out or send {}"#,
+            r#"element "card" field "title": 151 characters, at most 150"#,
+            r#"element "h" field "size": unknown prop; a Heading takes text"#,
+            r#"element "h" field "text": expected a string, got a number"#,
+            r#"element "u" field "type": unknown type "Sparkline"; one of Card, Fields, Field, Heading, Text, Table, Chart, Button, Divider, Image"#,
+            r#"element "f1" field "value": missing; a Field requires value (a mrkdwn string or a number)"#,
+            r#"element "b" field "action_id": buttons are links only; a Button takes text and url, not action_id"#,
+            r#"element "b" field "url": "ftp://x" is not an http:// or https:// URL"#,
+            r#"element "img" field "alt": missing; an Image requires alt (a string (alt text))"#,
+            r#"element "t1" field "rows": row 1: 1 cells, but 2 columns"#,
+            r#"element "t1" field "rows": row 2 cell 1: expected a string or a number, got a boolean"#,
+            r#"element "d" field "children": a Divider takes no children, got 1"#,
+            r#"element "card" field "children": "missing" is not in elements"#,
+            r#"element "d" field "children": "h" is already a child of "card"; each element appears once in the card"#,
+            r#"element "orphan" field "id": not reachable from the root "card"; list it in the children of the Card (a Field: of a Fields) or remove it"#,
+            r#"element "lonely" field "type": a Field must be a child of a Fields element, not of a Card ("card")"#,
+            r#"element "fs" field "children": "h2" is a Heading; Fields takes only Field children"#,
+            r#"element "t2" field "type": 2 tables in the card, at most 1"#,
+        ];
+        for e in expected {
+            assert_has(&got, e);
+        }
+        assert_eq!(got.len(), expected.len(), "{}", got.join("\n"));
+    }
+
+    #[test]
+    fn spec_level_problems() {
+        assert_eq!(
+            problems(&json!([1])),
+            [
+                r#"element "spec" field "spec": the spec must be an object {root, elements, state}, got an array"#
+            ]
+        );
+        assert_eq!(
+            problems(&json!({})),
+            [
+                r#"element "spec" field "root": missing; the id of the root element, a Card"#,
+                r#"element "spec" field "elements": missing; an object of element id to {type, props, children}"#
+            ]
+        );
+        let got = problems(&json!({"root": "nope", "elements": {"a": {"type": "Divider"}}}));
+        assert_has(
+            &got,
+            r#"element "spec" field "root": "nope" is not in elements"#,
+        );
+        let got = problems(&json!({"root": "a", "elements": {"a": {"type": "Divider"}}}));
+        assert_eq!(
+            got,
+            [r#"element "a" field "type": the root must be a Card, got Divider"#]
+        );
+        let got = problems(&json!({"root": "c", "elements": {"c": {"type": "Card"}}}));
+        assert_eq!(
+            got,
+            [
+                r#"element "c" field "children": the card renders to no Slack blocks; give it a title or children"#
+            ]
+        );
+        let got = problems(
+            &json!({"root": "c", "state": [], "elements": {"c": {"type": "Card", "props": {"title": "x"}}}}),
+        );
+        assert_eq!(
+            got,
+            [
+                r#"element "spec" field "state": expected an object, got an array; cards are static (no interactive state), so leave state out or send {}"#
+            ]
+        );
+    }
+
+    #[test]
+    fn a_spec_sent_as_a_json_string_is_read() {
+        let text = full_card().to_string();
+        let card = render_ok(&Value::String(text));
+        assert_eq!(card.block_count, 12);
+    }
+
+    #[test]
+    fn state_absent_null_or_empty_is_accepted() {
+        for state in [None, Some(Value::Null), Some(json!({}))] {
+            let mut spec = card(&["d"], json!({"d": {"type": "Divider"}}));
+            if let Some(state) = state {
+                spec["state"] = state;
+            }
+            render_ok(&spec);
+        }
+    }
+
+    #[test]
+    fn table_rows_at_the_limit_and_one_past() {
+        let full = render_ok(&card(&["t"], json!({"t": table(2, 100)})));
+        // Slack's 100 table rows include the header: it moves above.
+        let rows_of = |card: &RenderedCard| {
+            let blocks = card.blocks.as_array().unwrap();
+            let t = blocks.iter().find(|b| b["type"] == "table").unwrap();
+            t["rows"].as_array().unwrap().len()
+        };
+        assert_eq!(rows_of(&full), 100);
+        assert_eq!(full.blocks[1]["text"]["text"], "*c0* | *c1*");
+        let small = render_ok(&card(&["t"], json!({"t": table(2, 99)})));
+        assert_eq!(rows_of(&small), 100);
+        assert_eq!(
+            problems(&card(&["t"], json!({"t": table(2, 101)}))),
+            [r#"element "t" field "rows": 101 rows, at most 100"#]
+        );
+    }
+
+    #[test]
+    fn table_columns_at_the_limit_and_one_past() {
+        render_ok(&card(&["t"], json!({"t": table(20, 3)})));
+        assert_eq!(
+            problems(&card(&["t"], json!({"t": table(21, 3)}))),
+            [r#"element "t" field "columns": 21 columns, at most 20"#]
+        );
+    }
+
+    #[test]
+    fn charts_at_the_limit_and_one_past() {
+        let elements = |n: usize| {
+            let mut map = Map::new();
+            for (id, kind) in [("a", "bar"), ("b", "line"), ("c", "area")]
+                .into_iter()
+                .take(n)
+            {
+                map.insert(id.to_owned(), series_chart(kind, id, 1, 3));
+            }
+            Value::Object(map)
+        };
+        render_ok(&card(&["a", "b"], elements(2)));
+        assert_eq!(
+            problems(&card(&["a", "b", "c"], elements(3))),
+            [r#"element "c" field "type": 3 charts in the card, at most 2"#]
+        );
+    }
+
+    #[test]
+    fn chart_title_at_the_limit_and_one_past() {
+        render_ok(&card(
+            &["c"],
+            json!({"c": series_chart("bar", &"t".repeat(50), 1, 2)}),
+        ));
+        assert_eq!(
+            problems(&card(
+                &["c"],
+                json!({"c": series_chart("bar", &"t".repeat(51), 1, 2)})
+            )),
+            [r#"element "c" field "title": 51 characters, at most 50"#]
+        );
+    }
+
+    #[test]
+    fn series_at_the_limit_and_one_past() {
+        let card12 = render_ok(&card(
+            &["c"],
+            json!({"c": series_chart("line", "L", 12, 2)}),
+        ));
+        assert_eq!(
+            card12.blocks[1]["chart"]["series"].as_array().map(Vec::len),
+            Some(12)
+        );
+        assert_eq!(
+            problems(&card(
+                &["c"],
+                json!({"c": series_chart("line", "L", 13, 2)})
+            )),
+            [r#"element "c" field "series": 13 series, at most 12"#]
+        );
+    }
+
+    #[test]
+    fn points_at_the_limit_and_one_past() {
+        render_ok(&card(
+            &["c"],
+            json!({"c": series_chart("area", "A", 2, 20)}),
+        ));
+        let got = problems(&card(
+            &["c"],
+            json!({"c": series_chart("area", "A", 1, 21)}),
+        ));
+        assert_eq!(
+            got,
+            [r#"element "c" field "series": series 1: 21 points, at most 20"#]
+        );
+    }
+
+    #[test]
+    fn labels_at_the_limit_and_one_past() {
+        let chart = |name: &str, label: &str| {
+            json!({"c": {"type": "Chart", "props": {"kind": "bar", "title": "T", "series": [
+                {"name": name, "points": [{"label": label, "value": 1}]}
+            ]}}})
+        };
+        let twenty = "n".repeat(20);
+        let twenty_one = "n".repeat(21);
+        render_ok(&card(&["c"], chart(&twenty, &twenty)));
+        assert_eq!(
+            problems(&card(&["c"], chart(&twenty_one, &twenty_one))),
+            [
+                format!(
+                    r#"element "c" field "series": series 1: name "{twenty_one}" has 21 characters, at most 20"#
+                ),
+                format!(
+                    r#"element "c" field "series": series 1 point 1: label "{twenty_one}" has 21 characters, at most 20"#
+                ),
+            ]
+        );
+        // Characters, not bytes.
+        render_ok(&card(&["c"], chart(&"é".repeat(20), "ü")));
+    }
+
+    #[test]
+    fn fields_at_the_limit_and_one_past() {
+        let with_fields = |n: usize| {
+            let mut elements = Map::new();
+            let ids: Vec<String> = (0..n).map(|i| format!("f{i}")).collect();
+            // Two Fields elements: the limit is for the whole card.
+            let (first, second) = ids.split_at(n / 2);
+            elements.insert("fs1".into(), json!({"type": "Fields", "children": first}));
+            elements.insert("fs2".into(), json!({"type": "Fields", "children": second}));
+            for id in &ids {
+                elements.insert(
+                    id.clone(),
+                    json!({"type": "Field", "props": {"label": id, "value": "v"}}),
+                );
+            }
+            card(&["fs1", "fs2"], Value::Object(elements))
+        };
+        let ten = render_ok(&with_fields(10));
+        assert_eq!(ten.blocks[1]["fields"].as_array().map(Vec::len), Some(5));
+        assert_eq!(
+            problems(&with_fields(11)),
+            [r#"element "fs2" field "children": 11 fields in the card, at most 10"#]
+        );
+    }
+
+    #[test]
+    fn blocks_at_the_limit_and_one_past() {
+        let with_dividers = |n: usize| {
+            let ids: Vec<String> = (0..n).map(|i| format!("d{i}")).collect();
+            let mut elements = Map::new();
+            for id in &ids {
+                elements.insert(id.clone(), json!({"type": "Divider"}));
+            }
+            let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+            card(&refs, Value::Object(elements))
+        };
+        // The title is one block.
+        assert_eq!(render_ok(&with_dividers(49)).block_count, 50);
+        assert_eq!(
+            problems(&with_dividers(50)),
+            [r#"element "card" field "children": the card renders to 51 Slack blocks, at most 50"#]
+        );
+    }
+
+    #[test]
+    fn buttons_share_actions_blocks_of_25() {
+        let ids: Vec<String> = (0..27).map(|i| format!("b{i:02}")).collect();
+        let mut elements = Map::new();
+        for id in &ids {
+            elements.insert(
+                id.clone(),
+                json!({"type": "Button", "props": {"text": id, "url": "https://e.example/"}}),
+            );
+        }
+        elements.insert("d".into(), json!({"type": "Divider"}));
+        let mut refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        refs.insert(1, "d");
+        let card = render_ok(&card(&refs, Value::Object(elements)));
+        assert_eq!(
+            block_types(&card.blocks),
+            ["header", "actions", "divider", "actions", "actions"]
+        );
+        assert_eq!(
+            card.blocks[3]["elements"].as_array().map(Vec::len),
+            Some(25)
+        );
+        assert_eq!(card.blocks[4]["elements"].as_array().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn cycles_are_reported() {
+        let spec = json!({
+            "root": "card",
+            "elements": {
+                "card": {"type": "Card", "children": ["a", "card"]},
+                "a": {"type": "Fields", "children": ["b"]},
+                "b": {"type": "Fields", "children": ["a"]},
+                "x": {"type": "Fields", "children": ["y"]},
+                "y": {"type": "Fields", "children": ["x"]},
+                "s": {"type": "Fields", "children": ["s"]}
+            }
+        });
+        let got = problems(&spec);
+        assert_has(
+            &got,
+            r#"element "card" field "children": cycle "card" -> "card"; an element cannot contain itself"#,
+        );
+        assert_has(
+            &got,
+            r#"element "b" field "children": cycle "a" -> "b" -> "a"; an element cannot contain itself"#,
+        );
+        assert_has(
+            &got,
+            r#"element "y" field "children": cycle "x" -> "y" -> "x"; an element cannot contain itself"#,
+        );
+        assert_has(
+            &got,
+            r#"element "s" field "children": cycle "s" -> "s"; an element cannot contain itself"#,
+        );
+        assert_has(
+            &got,
+            r#"element "card" field "children": "card" is the root; the root cannot be a child"#,
+        );
+        assert_has(
+            &got,
+            r#"element "b" field "children": "a" is already a child of "card"; each element appears once in the card"#,
+        );
+        assert_has(
+            &got,
+            r#"element "x" field "id": not reachable from the root "card"; list it in the children of the Card (a Field: of a Fields) or remove it"#,
+        );
+    }
+
+    #[test]
+    fn a_deep_chain_does_not_overflow_the_stack() {
+        let mut elements = Map::new();
+        for i in 0..20_000 {
+            elements.insert(
+                format!("e{i}"),
+                json!({"type": "Fields", "children": [format!("e{}", i + 1)]}),
+            );
+        }
+        elements.insert(
+            "e20000".into(),
+            json!({"type": "Fields", "children": ["e0"]}),
+        );
+        let spec = card(&["e0"], Value::Object(elements));
+        let got = problems(&spec);
+        assert!(got.iter().any(|p| p.contains("cycle \"e0\" -> \"e1\"")));
+    }
+
+    #[test]
+    fn listing_a_child_twice_is_reported() {
+        let got = problems(&card(&["d", "d"], json!({"d": {"type": "Divider"}})));
+        assert_eq!(
+            got,
+            [
+                r#"element "card" field "children": lists "d" more than once; each element appears once in the card"#
+            ]
+        );
+    }
+
+    #[test]
+    fn chart_shape_problems() {
+        let spec = card(
+            &["p", "b"],
+            json!({
+                "p": {"type": "Chart", "props": {"kind": "pie", "title": "P", "series": [
+                    {"name": "a", "points": [{"label": "x", "value": 0}, {"label": "x", "value": 2}]},
+                    {"name": "b", "points": [{"label": "y", "value": 1}]}
+                ]}},
+                "b": {"type": "Chart", "props": {"kind": "bar", "title": "B", "series": [
+                    {"name": "a", "points": [{"label": "x", "value": 1}, {"label": "y", "value": "n/a"}]},
+                    {"name": "a", "points": [{"label": "x", "value": 1}, {"label": "z", "value": 2}], "color": "red"}
+                ]}},
+            }),
+        );
+        let got = problems(&spec);
+        let expected = [
+            r#"element "p" field "series": series 1 point 2: label "x" repeats point 1's; labels in a series are unique"#,
+            r#"element "p" field "series": a pie chart takes exactly 1 series, got 2"#,
+            r#"element "p" field "series": series 1 point 1 ("x"): value 0; a pie slice is greater than 0"#,
+            r#"element "b" field "series": series 1 point 2: value: expected a number, got the string "n/a""#,
+            r#"element "b" field "series": series 2: unknown key "color"; a series takes name and points"#,
+            r#"element "b" field "series": series 2: name "a" repeats series 1's; series names are unique"#,
+            r#"element "b" field "series": series 2 point 2: label "z" is not a label of series 1; every series has the same labels"#,
+        ];
+        for e in expected {
+            assert_has(&got, e);
+        }
+        assert_eq!(got.len(), expected.len(), "{}", got.join("\n"));
+
+        let got = problems(&card(
+            &["k"],
+            json!({"k": {"type": "Chart", "props": {"kind": "scatter", "title": "K", "series": [
+                {"name": "a", "points": [{"label": "x", "value": 1}]},
+                {"name": "b", "points": [{"label": "y", "value": 1}]}
+            ]}}}),
+        ));
+        assert_eq!(
+            got,
+            [
+                r#"element "k" field "kind": unknown chart kind "scatter"; one of bar, line, area, pie"#
+            ]
+        );
+        let got = problems(&card(
+            &["k"],
+            json!({"k": {"type": "Chart", "props": {"kind": "bar", "title": "K", "series": [
+                {"name": "a", "points": [{"label": "x", "value": 1}]},
+                {"name": "b", "points": [{"label": "y", "value": 1}]}
+            ]}}}),
+        ));
+        assert_eq!(
+            got,
+            [
+                r#"element "k" field "series": series 2 has no point for "x"; every series has one point for each label of series 1"#,
+                r#"element "k" field "series": series 2 point 1: label "y" is not a label of series 1; every series has the same labels"#
+            ]
+        );
+    }
+
+    #[test]
+    fn button_and_image_urls() {
+        let button =
+            |url: &str| json!({"b": {"type": "Button", "props": {"text": "x", "url": url}}});
+        for ok in [
+            "https://a.example",
+            "HTTP://a.example:8080/x?y#z",
+            "https://u@[::1]/",
+        ] {
+            render_ok(&card(&["b"], button(ok)));
+        }
+        for (bad, why) in [
+            ("javascript:alert(1)", "is not an http:// or https:// URL"),
+            ("https://", "has no host"),
+            (
+                "https://a.example/x y",
+                "contains spaces or control characters",
+            ),
+            ("slack://open", "is not an http:// or https:// URL"),
+        ] {
+            assert_eq!(
+                problems(&card(&["b"], button(bad))),
+                [format!(r#"element "b" field "url": {bad:?} {why}"#)]
+            );
+        }
+        let got = problems(&card(
+            &["b", "i"],
+            json!({
+                "b": {"type": "Button", "props": {"text": "x", "value": "v", "style": "primary"}},
+                "i": {"type": "Image", "props": {"url": "file:///etc/passwd", "alt": "a"}}
+            }),
+        ));
+        assert_eq!(
+            got,
+            [
+                r#"element "b" field "style": buttons are links only; a Button takes text and url, not style"#,
+                r#"element "b" field "value": buttons are links only; a Button takes text and url, not value"#,
+                r#"element "b" field "url": missing; a Button requires url (an http:// or https:// URL)"#,
+                r#"element "i" field "url": "file:///etc/passwd" is not an http:// or https:// URL"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn secrets_are_refused_without_being_echoed() {
+        let secret = "sk-live-0123456789".to_owned();
+        let spec = json!({
+            "root": "card",
+            "elements": {
+                "card": {"type": "Card", "props": {"title": "ok"}, "children": ["t", "tab", "sk-live-0123456789-id"]},
+                "t": {"type": "Text", "props": {"text": "the key is sk-live-0123456789!"}},
+                "tab": {"type": "Table", "props": {"columns": ["k"], "rows": [["x sk-live-0123456789"]]}},
+                "sk-live-0123456789-id": {"type": "Divider", "props": {"sk-live-0123456789": 1}}
+            }
+        });
+        let got = problems_with(&spec, std::slice::from_ref(&secret));
+        for p in &got {
+            assert!(!p.contains(&secret), "{p}");
+        }
+        assert_has(
+            &got,
+            r#"element "t" field "text": contains the value of one of the session's secrets"#,
+        );
+        assert_has(
+            &got,
+            r#"element "tab" field "rows": contains the value of one of the session's secrets"#,
+        );
+        assert_has(
+            &got,
+            r#"element "[redacted]-id" field "id": contains the value of one of the session's secrets"#,
+        );
+        assert_has(
+            &got,
+            r#"element "[redacted]-id" field "[redacted]": unknown prop; a Divider takes no props"#,
+        );
+
+        // A numeric secret in a number; empty secrets are ignored.
+        let spec = card(
+            &["t"],
+            json!({"t": {"type": "Table", "props": {"columns": ["n"], "rows": [[40_961_234]]}}}),
+        );
+        assert_eq!(
+            problems_with(&spec, &["961".to_owned()]),
+            [r#"element "t" field "rows": contains the value of one of the session's secrets"#]
+        );
+        render_ok(&spec);
+        assert!(validate_and_render(&spec, &[String::new()]).is_ok());
+    }
+
+    #[test]
+    fn problems_per_field_are_capped() {
+        let rows: Vec<Value> = (0..30).map(|_| json!([null])).collect();
+        let got = problems(&card(
+            &["t"],
+            json!({"t": {"type": "Table", "props": {"columns": ["a"], "rows": rows}}}),
+        ));
+        assert_eq!(got.len(), MAX_PROBLEMS_PER_FIELD + 1);
+        assert_eq!(
+            got[MAX_PROBLEMS_PER_FIELD],
+            r#"element "t" field "rows": 10 more problems in this field, not listed"#
+        );
+    }
+
+    #[test]
+    fn long_texts_are_limited() {
+        let ok = card(
+            &["h", "x"],
+            json!({
+                "h": {"type": "Heading", "props": {"text": "h".repeat(150)}},
+                "x": {"type": "Text", "props": {"text": "x".repeat(3000)}}
+            }),
+        );
+        render_ok(&ok);
+        let got = problems(&card(
+            &["h", "x", "fs", "b"],
+            json!({
+                "h": {"type": "Heading", "props": {"text": "h".repeat(151)}},
+                "x": {"type": "Text", "props": {"text": "  "}},
+                "fs": {"type": "Fields", "children": ["f"]},
+                "f": {"type": "Field", "props": {"label": "L", "value": "v".repeat(1997)}},
+                "b": {"type": "Button", "props": {"text": "b".repeat(76), "url": "https://e.example"}}
+            }),
+        ));
+        assert_eq!(
+            got,
+            [
+                r#"element "h" field "text": 151 characters, at most 150"#,
+                r#"element "x" field "text": empty; expected a mrkdwn string"#,
+                r#"element "f" field "value": label and value render to 2001 characters (*label*, a line break, value), at most 2000"#,
+                r#"element "b" field "text": 76 characters, at most 75"#,
+            ]
+        );
+    }
+
+    #[test]
+    fn the_chart_summary_is_truncated_and_the_fallback_too() {
+        let long: Vec<Value> = (0..40)
+            .map(|i| json!({"type": "Text", "props": {"text": format!("{i} {}", "w".repeat(200))}}))
+            .collect();
+        let mut elements = Map::new();
+        let ids: Vec<String> = (0..long.len()).map(|i| format!("x{i:02}")).collect();
+        for (id, el) in ids.iter().zip(long) {
+            elements.insert(id.clone(), el);
+        }
+        let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let card = render_ok(&card(&refs, Value::Object(elements)));
+        assert_eq!(card.fallback_text.chars().count(), MAX_FALLBACK);
+        assert!(card.fallback_text.ends_with('…'));
+
+        let chart = Chart {
+            kind: ChartKind::Line,
+            title: "t".into(),
+            series: (0..12)
+                .map(|s| Series {
+                    name: format!("{s:020}"),
+                    points: (0..20)
+                        .map(|p| (format!("{p:020}"), Number::from(123_456_789)))
+                        .collect(),
+                })
+                .collect(),
+        };
+        assert_eq!(chart_summary(&chart, true).chars().count(), MAX_TEXT);
+    }
+
+    #[test]
+    fn problem_display_and_serialization() {
+        let p = Problem::new("t1", "rows", "101 rows, at most 100");
+        assert_eq!(
+            p.to_string(),
+            r#"element "t1" field "rows": 101 rows, at most 100"#
+        );
+        assert_eq!(
+            serde_json::to_value(&p).expect("json"),
+            json!({"element": "t1", "field": "rows", "message": "101 rows, at most 100"})
+        );
+    }
+
+    #[test]
+    fn the_input_schema_is_a_loose_object_schema() {
+        let schema = input_schema();
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["required"], json!(["spec"]));
+        let spec = &schema["properties"]["spec"];
+        assert_eq!(spec["type"], "object");
+        assert!(spec.get("required").is_none());
+        assert!(spec.get("additionalProperties").is_none());
+        assert_eq!(
+            spec["properties"]["elements"]["additionalProperties"]["properties"]["children"]["items"]
+                ["type"],
+            "string"
+        );
+    }
+}

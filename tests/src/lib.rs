@@ -3,6 +3,8 @@
 //! themselves), an [`origin::Origin`] plays the dev server, and real clients
 //! (curl, a WebSocket client) play the visitors.
 
+pub mod fake_slack;
+pub mod gateway;
 pub mod harness;
 pub mod origin;
 pub mod pebble;

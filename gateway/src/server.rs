@@ -1,0 +1,437 @@
+//! The MCP server over its two transports, and the send-file API scripts
+//! use.
+//!
+//! - stdio ([`serve_stdio`]): one process per session; the session comes as
+//!   flags. `calvin-send-file` reaches it on a Unix socket (0600, same user
+//!   only) at `$CALVIN_SEND_FILE_SOCKET`, by default
+//!   `<session_dir>/.calvin/send-file.sock`.
+//! - streamable HTTP ([`serve_http`]): one daemon on loopback. A runner
+//!   registers its session with `POST /sessions` and gets its own MCP
+//!   endpoint `/sessions/<id>/mcp` and send-file endpoint
+//!   `/sessions/<id>/send-file`; `DELETE /sessions/<id>` ends it. Host and
+//!   Origin are checked on every request (DNS rebinding).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rand::RngExt;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, Implementation, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::net::{TcpListener, UnixListener};
+use tracing::{info, warn};
+
+use crate::session::SessionContext;
+use crate::tools::{Gateway, Runner, SendFileArgs, result};
+
+/// The environment variable naming the stdio gateway's send-file socket.
+pub const SEND_FILE_SOCKET_ENV: &str = "CALVIN_SEND_FILE_SOCKET";
+/// The environment variable naming a daemon session's send-file URL.
+pub const SEND_FILE_URL_ENV: &str = "CALVIN_SEND_FILE_URL";
+/// Where the stdio gateway puts its socket when the variable is unset,
+/// relative to the session directory; `calvin-send-file` looks for it from
+/// its working directory upwards.
+pub const DEFAULT_SOCKET: &str = ".calvin/send-file.sock";
+
+/// One MCP session: the gateway and the runner it serves.
+#[derive(Clone)]
+pub struct McpHandler {
+    gateway: Arc<Gateway>,
+    runner: Arc<Runner>,
+}
+
+impl McpHandler {
+    pub fn new(gateway: Arc<Gateway>, runner: Arc<Runner>) -> Self {
+        Self { gateway, runner }
+    }
+}
+
+impl ServerHandler for McpHandler {
+    fn get_info(&self) -> ServerConfig {
+        InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("calvin", env!("CARGO_PKG_VERSION")))
+            .with_instructions(format!(
+                "calvin posts into this session's Slack thread (send_file, post_card){}. \
+                 Errors come back as tool results that say what to change.",
+                if self.gateway.tools().iter().any(|t| t.name == "preview") {
+                    " and gives local servers public URLs (preview, unpreview)"
+                } else {
+                    ""
+                }
+            ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(self.gateway.tools()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let args = request.arguments.unwrap_or_default();
+        let outcome = self.gateway.call(&self.runner, &request.name, &args).await;
+        if let Err(reason) = &outcome {
+            info!(tool = %request.name, %reason, "tool refused");
+        }
+        Ok(result(outcome).into())
+    }
+}
+
+/// Serves one session over stdin/stdout until the client goes away, with
+/// the send-file socket beside it.
+pub async fn serve_stdio(
+    gateway: Arc<Gateway>,
+    context: SessionContext,
+    socket: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let socket = socket.unwrap_or_else(|| context.session_dir.join(DEFAULT_SOCKET));
+    let runner = Arc::new(Runner::new(context));
+    let listener = calvin_agent::control_api::bind(&socket).await?;
+    info!(socket = %socket.display(), "send-file socket ({SEND_FILE_SOCKET_ENV})");
+    let scripts = tokio::spawn(serve_send_file_socket(
+        listener,
+        gateway.clone(),
+        runner.clone(),
+    ));
+    let service = McpHandler::new(gateway, runner)
+        .serve(rmcp::transport::stdio())
+        .await?;
+    let _ = service.waiting().await;
+    scripts.abort();
+    let _ = std::fs::remove_file(&socket);
+    Ok(())
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+fn json_response(status: StatusCode, value: Value) -> Response<Body> {
+    let mut response = Response::new(Full::new(Bytes::from(value.to_string())).boxed());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// What `calvin-send-file` sends: the path (made absolute by the script)
+/// and an optional comment.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SendFileRequest {
+    pub path: String,
+    #[serde(default)]
+    pub comment: Option<String>,
+}
+
+/// The largest request body the send-file and session APIs read.
+const MAX_API_BODY: usize = 64 << 10;
+
+async fn read_json<T: serde::de::DeserializeOwned>(req: Request<Incoming>) -> Result<T, String> {
+    let body = Limited::new(req.into_body(), MAX_API_BODY)
+        .collect()
+        .await
+        .map_err(|e| format!("cannot read the request: {e}"))?
+        .to_bytes();
+    serde_json::from_slice(&body).map_err(|e| format!("bad request: {e}"))
+}
+
+/// `POST .../send-file`: the tool's checks and the runner's count.
+async fn send_file_api(
+    req: Request<Incoming>,
+    gateway: &Gateway,
+    runner: &Runner,
+) -> Response<Body> {
+    let request: SendFileRequest = match read_json(req).await {
+        Ok(r) => r,
+        Err(e) => return json_response(StatusCode::BAD_REQUEST, json!({ "error": e })),
+    };
+    let mut args = serde_json::Map::new();
+    args.insert("path".into(), Value::String(request.path));
+    if let Some(comment) = request.comment {
+        args.insert("comment".into(), Value::String(comment));
+    }
+    let outcome = match SendFileArgs::parse(&args) {
+        Ok(args) => gateway.send_file(runner, args).await,
+        Err(e) => Err(e),
+    };
+    match outcome {
+        Ok((text, structured)) => json_response(
+            StatusCode::OK,
+            json!({ "message": text, "result": structured }),
+        ),
+        Err(reason) => json_response(StatusCode::UNPROCESSABLE_ENTITY, json!({ "error": reason })),
+    }
+}
+
+async fn serve_send_file_socket(
+    listener: UnixListener,
+    gateway: Arc<Gateway>,
+    runner: Arc<Runner>,
+) {
+    let uid = rustix::process::getuid().as_raw();
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        match stream.peer_cred() {
+            Ok(cred) if cred.uid() == uid => {}
+            _ => {
+                warn!("send-file socket: refused a connection from another user");
+                continue;
+            }
+        }
+        let (gateway, runner) = (gateway.clone(), runner.clone());
+        tokio::spawn(async move {
+            let service = service_fn(move |req: Request<Incoming>| {
+                let (gateway, runner) = (gateway.clone(), runner.clone());
+                async move {
+                    let response = if req.method() == Method::POST
+                        && req.uri().path() == "/send-file"
+                    {
+                        send_file_api(req, &gateway, &runner).await
+                    } else {
+                        json_response(StatusCode::NOT_FOUND, json!({ "error": "POST /send-file" }))
+                    };
+                    Ok::<_, Infallible>(response)
+                }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// A runner's registration with the daemon.
+struct Registration {
+    context: SessionContext,
+    /// The runner of the newest MCP session: the send-file API counts there.
+    current: Mutex<Arc<Runner>>,
+    mcp: StreamableHttpService<McpHandler, LocalSessionManager>,
+}
+
+struct Daemon {
+    gateway: Arc<Gateway>,
+    sessions: Mutex<HashMap<String, Arc<Registration>>>,
+    allowed_origins: Vec<String>,
+    addr: SocketAddr,
+}
+
+/// Serves the daemon on `listener` until the process ends.
+pub async fn serve_http(
+    gateway: Arc<Gateway>,
+    listener: TcpListener,
+    allowed_origins: Vec<String>,
+) -> anyhow::Result<()> {
+    let addr = listener.local_addr()?;
+    let daemon = Arc::new(Daemon {
+        gateway,
+        sessions: Mutex::new(HashMap::new()),
+        allowed_origins,
+        addr,
+    });
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let daemon = daemon.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let daemon = daemon.clone();
+                async move { Ok::<_, Infallible>(daemon.route(req).await) }
+            });
+            let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+impl Daemon {
+    async fn route(&self, req: Request<Incoming>) -> Response<Body> {
+        if let Err(why) = self.check_host_and_origin(&req) {
+            return json_response(StatusCode::FORBIDDEN, json!({ "error": why }));
+        }
+        let path = req.uri().path().to_owned();
+        let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+        match (req.method().clone(), parts.as_slice()) {
+            (Method::POST, ["sessions"]) => self.register(req).await,
+            (Method::GET, ["healthz"]) => json_response(StatusCode::OK, json!({ "status": "ok" })),
+            (method, ["sessions", id, rest @ ..]) => {
+                let Some(registration) = self.session(id) else {
+                    return json_response(
+                        StatusCode::NOT_FOUND,
+                        json!({ "error": "no such session: register with POST /sessions" }),
+                    );
+                };
+                match (method, rest) {
+                    (Method::DELETE, []) => {
+                        self.lock().remove(*id);
+                        json_response(StatusCode::OK, json!({ "ended": id }))
+                    }
+                    (_, ["mcp"]) => registration.mcp.handle(req).await,
+                    (Method::POST, ["send-file"]) => {
+                        let runner = registration
+                            .current
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .clone();
+                        send_file_api(req, &self.gateway, &runner).await
+                    }
+                    _ => json_response(
+                        StatusCode::NOT_FOUND,
+                        json!({ "error": "no such endpoint" }),
+                    ),
+                }
+            }
+            _ => json_response(
+                StatusCode::NOT_FOUND,
+                json!({ "error": "no such endpoint" }),
+            ),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Registration>>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn session(&self, id: &str) -> Option<Arc<Registration>> {
+        self.lock().get(id).cloned()
+    }
+
+    /// `POST /sessions` with the session's context: its endpoints.
+    async fn register(&self, req: Request<Incoming>) -> Response<Body> {
+        let context: SessionContext = match read_json(req).await {
+            Ok(c) => c,
+            Err(e) => return json_response(StatusCode::BAD_REQUEST, json!({ "error": e })),
+        };
+        if !context.session_dir.is_absolute() {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                json!({ "error": "session_dir must be an absolute path" }),
+            );
+        }
+        let bytes: [u8; 16] = rand::rng().random();
+        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let registration = Arc::new_cyclic(|weak: &std::sync::Weak<Registration>| {
+            let (gateway, weak) = (self.gateway.clone(), weak.clone());
+            let ctx = context.clone();
+            let mcp = StreamableHttpService::new(
+                move || {
+                    // A new MCP session: the runner restarted, its counts
+                    // start again.
+                    let runner = Arc::new(Runner::new(ctx.clone()));
+                    if let Some(registration) = weak.upgrade() {
+                        *registration
+                            .current
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner()) = runner.clone();
+                    }
+                    Ok(McpHandler::new(gateway.clone(), runner))
+                },
+                Arc::new(LocalSessionManager::default()),
+                StreamableHttpServerConfig::default()
+                    .with_allowed_hosts(loopback_hosts(self.addr))
+                    .with_allowed_origins(self.origins())
+                    .enforce_origin_validation(),
+            );
+            Registration {
+                current: Mutex::new(Arc::new(Runner::new(context.clone()))),
+                context,
+                mcp,
+            }
+        });
+        info!(
+            session = %id,
+            channel = %registration.context.channel,
+            thread_ts = %registration.context.thread_ts,
+            "runner session registered"
+        );
+        self.lock().insert(id.clone(), registration);
+        let base = format!("http://{}/sessions/{id}", self.addr);
+        json_response(
+            StatusCode::CREATED,
+            json!({
+                "session": id,
+                "mcp_url": format!("{base}/mcp"),
+                "send_file_url": format!("{base}/send-file"),
+            }),
+        )
+    }
+
+    /// Loopback origins on any port, and the configured ones.
+    fn origins(&self) -> Vec<String> {
+        let mut origins: Vec<String> =
+            ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        origins.extend(self.allowed_origins.iter().cloned());
+        origins
+    }
+
+    /// Host must name this loopback daemon; a browser's Origin must be a
+    /// loopback page or a configured one.
+    fn check_host_and_origin(&self, req: &Request<Incoming>) -> Result<(), String> {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or_default();
+        let host_name = host.rsplit_once(':').map_or(host, |(h, _)| h);
+        if !["localhost", "127.0.0.1", "[::1]"].contains(&host_name) {
+            return Err(format!("Host {host:?} is not this loopback gateway"));
+        }
+        if let Some(origin) = req.headers().get(header::ORIGIN) {
+            let origin = origin.to_str().unwrap_or_default();
+            let loopback = ["http://localhost", "http://127.0.0.1", "http://[::1]"]
+                .iter()
+                .any(|o| origin == *o || origin.starts_with(&format!("{o}:")));
+            if !loopback && !self.allowed_origins.iter().any(|o| o == origin) {
+                return Err(format!("Origin {origin:?} is not allowed"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn loopback_hosts(addr: SocketAddr) -> Vec<String> {
+    let port = addr.port();
+    ["localhost", "127.0.0.1", "[::1]"]
+        .iter()
+        .flat_map(|h| [h.to_string(), format!("{h}:{port}")])
+        .collect()
+}
+
+/// Finds the stdio gateway's socket for a script: the variable, else
+/// `.calvin/send-file.sock` in `dir` or a parent.
+pub fn find_send_file_socket(dir: &Path) -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os(SEND_FILE_SOCKET_ENV) {
+        return Some(PathBuf::from(path));
+    }
+    dir.ancestors()
+        .map(|d| d.join(DEFAULT_SOCKET))
+        .find(|p| p.exists())
+}

@@ -1,0 +1,588 @@
+//! The tools: which exist in which mode, their schemas and annotations, and
+//! what each call does. Arguments arrive as raw JSON and are checked here,
+//! so a bad call gets a tool error listing every problem (a typed parameter
+//! would turn it into a JSON-RPC error that loses the list).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use serde_json::{Value, json};
+
+use crate::card;
+use crate::chat::{ChatBackend, ChatError, Upload};
+use crate::config::Mode;
+use crate::files;
+use crate::secrets::SecretStore;
+use crate::session::{Counters, SessionContext};
+
+/// What every session of one gateway shares.
+pub struct Gateway {
+    pub mode: Mode,
+    pub agent_socket: Option<PathBuf>,
+    pub chat: Arc<dyn ChatBackend>,
+    pub uploads_enabled: bool,
+    pub max_upload_bytes: u64,
+    pub secrets: Option<SecretStore>,
+}
+
+/// One runner's session: its context and its per-runner counters. A new
+/// MCP session (the runner restarted) gets new counters.
+pub struct Runner {
+    pub context: SessionContext,
+    pub counters: Counters,
+}
+
+impl Runner {
+    pub fn new(context: SessionContext) -> Self {
+        Self {
+            context,
+            counters: Counters::default(),
+        }
+    }
+}
+
+/// A tool's answer: a text for the model and, on success, structured
+/// content; on failure, `isError` and a reason the model can act on.
+pub type ToolOutcome = Result<(String, Value), String>;
+
+pub fn result(outcome: ToolOutcome) -> CallToolResult {
+    match outcome {
+        Ok((text, structured)) => {
+            let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+            r.structured_content = Some(structured);
+            r
+        }
+        Err(reason) => CallToolResult::error(vec![ContentBlock::text(reason)]),
+    }
+}
+
+/// The availability table of the spec for this issue's tools: listed, and
+/// whether a call runs (`true`) or refuses.
+fn available(mode: Mode, tool: &str) -> Option<bool> {
+    match (tool, mode) {
+        ("send_file" | "post_card", _) => Some(true),
+        ("preview" | "unpreview", Mode::Hosted) => Some(true),
+        ("preview" | "unpreview", Mode::SelfHosted) => Some(false),
+        _ => None,
+    }
+}
+
+const TUNNEL_OFF: &str = "previews are not available: the tunnel is disabled on a self-hosted gateway, \
+     so nothing on this computer can get a public URL. Share the work another way (send_file for \
+     screenshots or files)";
+
+impl Gateway {
+    /// The tools this gateway's mode lists.
+    pub fn tools(&self) -> Vec<Tool> {
+        all_tools()
+            .into_iter()
+            .filter(|t| available(self.mode, &t.name).is_some())
+            .collect()
+    }
+
+    pub async fn call(&self, runner: &Runner, name: &str, args: &JsonObject) -> ToolOutcome {
+        match available(self.mode, name) {
+            None => {
+                return Err(format!(
+                    "there is no tool {name:?} on this gateway ({} mode)",
+                    self.mode.as_str()
+                ));
+            }
+            Some(false) => return Err(TUNNEL_OFF.into()),
+            Some(true) => {}
+        }
+        match name {
+            "send_file" => {
+                let request = SendFileArgs::parse(args)?;
+                self.send_file(runner, request).await
+            }
+            "post_card" => self.post_card(runner, args).await,
+            "preview" => self.preview(args).await,
+            "unpreview" => self.unpreview(args).await,
+            _ => Err(format!("there is no tool {name:?}")),
+        }
+    }
+
+    /// The values of the session's secrets, for scanning what leaves.
+    fn secret_values(&self, context: &SessionContext) -> Result<Vec<String>, String> {
+        match &self.secrets {
+            None => Ok(vec![]),
+            Some(store) => store
+                .values(&context.secrets_key())
+                .map_err(|e| format!("cannot read the session's secrets to check against: {e}")),
+        }
+    }
+
+    /// send_file, for the tool and for `calvin-send-file`: same checks,
+    /// same count.
+    pub async fn send_file(&self, runner: &Runner, request: SendFileArgs) -> ToolOutcome {
+        if !self.uploads_enabled {
+            return Err(
+                "file uploads are switched off on this gateway ([uploads] enabled = false)".into(),
+            );
+        }
+        let slot = runner.counters.take("send_file")?;
+        let context = &runner.context;
+        let secrets = self.secret_values(context)?;
+        let (path, session_dir, max) = (
+            request.path.clone(),
+            context.session_dir.clone(),
+            self.max_upload_bytes,
+        );
+        let opened = tokio::task::spawn_blocking(move || {
+            files::open_for_upload(&path, &session_dir, &std::env::temp_dir(), max, &secrets)
+        })
+        .await
+        .map_err(|e| format!("reading the file failed: {e}"))?;
+        let file = match opened {
+            Ok(file) => file,
+            Err(refusal) => {
+                slot.release();
+                return Err(refusal.to_string());
+            }
+        };
+        let size = file.bytes.len();
+        let upload = Upload {
+            title: request.title.or_else(|| Some(file.filename.clone())),
+            filename: file.filename.clone(),
+            bytes: file.bytes,
+            comment: request.comment,
+            alt_text: request.alt_text,
+        };
+        match self.chat.upload_file(&context.thread(), upload).await {
+            Ok(uploaded) => {
+                slot.keep();
+                Ok((
+                    format!(
+                        "posted {} ({size} bytes) into the session's thread",
+                        file.filename
+                    ),
+                    json!({
+                        "file_id": uploaded.file_id,
+                        "name": file.filename,
+                        "bytes": size,
+                        "permalink": uploaded.permalink,
+                        "sent": runner.counters.used("send_file"),
+                    }),
+                ))
+            }
+            Err(err) => {
+                slot.release();
+                Err(format!("the file was not posted: {}", chat_reason(&err)))
+            }
+        }
+    }
+
+    async fn post_card(&self, runner: &Runner, args: &JsonObject) -> ToolOutcome {
+        let mut unknown: Vec<String> = args
+            .keys()
+            .filter(|k| k.as_str() != "spec")
+            .map(|k| format!("unknown argument {k:?}"))
+            .collect();
+        let Some(spec) = args.get("spec") else {
+            unknown.insert(0, "spec is required: the card to post".into());
+            return Err(problems("the card was not posted", &unknown));
+        };
+        if !unknown.is_empty() {
+            return Err(problems("the card was not posted", &unknown));
+        }
+        let secrets = self.secret_values(&runner.context)?;
+        let rendered = card::validate_and_render(spec, &secrets).map_err(|found| {
+            let found: Vec<String> = found.iter().map(ToString::to_string).collect();
+            problems("the card was not posted", &found)
+        })?;
+        let slot = runner.counters.take("post_card")?;
+        let thread = runner.context.thread();
+        let chat = &self.chat;
+        let mut posted = chat
+            .post_blocks(&thread, &rendered.fallback_text, &rendered.blocks)
+            .await;
+        let mut charts_as_text = false;
+        if matches!(posted, Err(ChatError::InvalidBlocks(_))) && rendered.has_charts() {
+            // Slack may not take the native chart block: the text form.
+            charts_as_text = true;
+            posted = chat
+                .post_blocks(&thread, &rendered.fallback_text, &rendered.text_blocks)
+                .await;
+        }
+        match posted {
+            Ok(message) => {
+                slot.keep();
+                Ok((
+                    format!(
+                        "posted the card ({} blocks) into the session's thread",
+                        rendered.block_count
+                    ),
+                    json!({
+                        "channel": message.channel,
+                        "ts": message.ts,
+                        "blocks": rendered.block_count,
+                        "charts_as_text": charts_as_text,
+                    }),
+                ))
+            }
+            Err(err) => {
+                slot.release();
+                Err(format!("the card was not posted: {}", chat_reason(&err)))
+            }
+        }
+    }
+
+    fn agent(&self) -> Result<(PathBuf, calvin_agent::control_client::ControlClient), String> {
+        let socket = self
+            .agent_socket
+            .clone()
+            .ok_or("no agent_socket is configured on this gateway")?;
+        let client = calvin_agent::control_client::ControlClient::new(&socket);
+        Ok((socket, client))
+    }
+
+    async fn preview(&self, args: &JsonObject) -> ToolOutcome {
+        let mut found = unknown_args(args, &["port", "name"]);
+        let port = match args.get("port") {
+            None => {
+                found.push("port is required: the port the server listens on, 1 to 65535".into());
+                None
+            }
+            Some(v) => match integer(v) {
+                Some(p) if (1..=65535).contains(&p) => Some(p),
+                _ => {
+                    found.push(format!("port must be an integer from 1 to 65535, got {v}"));
+                    None
+                }
+            },
+        };
+        let name = match args.get("name") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => match calvin_proto::PreviewName::parse(s) {
+                Ok(n) => Some(n.to_string()),
+                Err(e) => {
+                    found.push(format!("name {s:?}: {e}"));
+                    None
+                }
+            },
+            Some(v) => {
+                found.push(format!("name must be a string (one DNS label), got {v}"));
+                None
+            }
+        };
+        let (Some(port), true) = (port, found.is_empty()) else {
+            return Err(problems("no preview was made", &found));
+        };
+        let (socket, client) = self.agent()?;
+        let answer = client
+            .preview(port, name)
+            .await
+            .map_err(|e| agent_unreachable(&socket, &e))?;
+        let created: calvin_agent::api::PreviewCreated = answer
+            .parse()
+            .map_err(|e| format!("no preview was made: {}", e.error))?;
+        let listening = if created.listening {
+            "a server is listening on the port"
+        } else {
+            "nothing is listening on the port yet; the URL works once a server does"
+        };
+        Ok((
+            format!("{} serves port {port} ({listening})", created.url),
+            json!({
+                "url": created.url,
+                "name": created.name,
+                "port": port,
+                "listening": created.listening,
+            }),
+        ))
+    }
+
+    async fn unpreview(&self, args: &JsonObject) -> ToolOutcome {
+        let mut found = unknown_args(args, &["name"]);
+        let name = match args.get("name") {
+            Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+            Some(v) => {
+                found.push(format!("name must be the preview's name, got {v}"));
+                None
+            }
+            None => {
+                found.push("name is required: the label at the start of the preview's URL".into());
+                None
+            }
+        };
+        let (Some(name), true) = (name, found.is_empty()) else {
+            return Err(problems("nothing was taken down", &found));
+        };
+        let (socket, client) = self.agent()?;
+        let answer = client
+            .unpreview(&name)
+            .await
+            .map_err(|e| agent_unreachable(&socket, &e))?;
+        let deleted: calvin_agent::api::PreviewDeleted = answer
+            .parse()
+            .map_err(|e| format!("nothing was taken down: {}", e.error))?;
+        Ok((
+            format!("the preview {} is down", deleted.name),
+            json!({ "name": deleted.name }),
+        ))
+    }
+}
+
+fn agent_unreachable(
+    socket: &std::path::Path,
+    err: &calvin_agent::control_client::ClientError,
+) -> String {
+    match err {
+        calvin_agent::control_client::ClientError::Unreachable { .. } => format!(
+            "the calvin agent is not running at {} (start it with `calvin-agent up`)",
+            socket.display()
+        ),
+        other => format!("the calvin agent at {} failed: {other}", socket.display()),
+    }
+}
+
+fn chat_reason(err: &ChatError) -> String {
+    match err {
+        ChatError::RateLimited { retry_after_secs } => {
+            format!("Slack is rate limiting this bot; try again in {retry_after_secs} s")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// `what` and every problem, one per line.
+fn problems(what: &str, found: &[String]) -> String {
+    let mut text = format!("{what}: {} problem(s)", found.len());
+    for p in found {
+        text.push_str("\n- ");
+        text.push_str(p);
+    }
+    text
+}
+
+fn unknown_args(args: &JsonObject, known: &[&str]) -> Vec<String> {
+    args.keys()
+        .filter(|k| !known.contains(&k.as_str()))
+        .map(|k| {
+            format!(
+                "unknown argument {k:?} (this tool takes {})",
+                known.join(", ")
+            )
+        })
+        .collect()
+}
+
+/// An integer, also when sent as a string ("8080").
+fn integer(v: &Value) -> Option<i64> {
+    match v {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// send_file's arguments: the union of both specs' parameters.
+#[derive(Debug, Clone)]
+pub struct SendFileArgs {
+    pub path: String,
+    pub comment: Option<String>,
+    pub title: Option<String>,
+    pub alt_text: Option<String>,
+}
+
+/// Limits of the spec, in characters.
+pub const COMMENT_MAX: usize = 3000;
+pub const TITLE_MAX: usize = 200;
+pub const ALT_TEXT_MAX: usize = 1000;
+
+impl SendFileArgs {
+    pub fn parse(args: &JsonObject) -> Result<Self, String> {
+        let mut found = unknown_args(args, &["path", "comment", "caption", "title", "alt_text"]);
+        let mut text = |key: &str, max: Option<usize>| -> Option<String> {
+            match args.get(key) {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => {
+                    let n = s.chars().count();
+                    match max {
+                        Some(max) if n > max => {
+                            found.push(format!("{key} is {n} characters; at most {max}"));
+                            None
+                        }
+                        _ => Some(s.clone()),
+                    }
+                }
+                Some(v) => {
+                    found.push(format!("{key} must be a string, got {v}"));
+                    None
+                }
+            }
+        };
+        let path = text("path", None).filter(|p| !p.is_empty());
+        let comment = text("comment", Some(COMMENT_MAX));
+        let caption = text("caption", Some(COMMENT_MAX));
+        let title = text("title", Some(TITLE_MAX));
+        let alt_text = text("alt_text", Some(ALT_TEXT_MAX));
+        let wrong_type = args
+            .get("path")
+            .is_some_and(|v| !v.is_string() && !v.is_null());
+        if path.is_none() && !wrong_type {
+            found.insert(
+                0,
+                "path is required: absolute, or relative to the session directory".into(),
+            );
+        }
+        if comment.is_some() && caption.is_some() {
+            found.push("give comment or caption (the same thing), not both".into());
+        }
+        match path {
+            Some(path) if found.is_empty() => Ok(Self {
+                path,
+                comment: comment.or(caption),
+                title,
+                alt_text,
+            }),
+            _ => Err(problems("no file was sent", &found)),
+        }
+    }
+}
+
+fn schema(value: Value) -> Arc<JsonObject> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::new(JsonObject::new()),
+    }
+}
+
+/// Every tool of this issue, with its schema and truthful annotations.
+fn all_tools() -> Vec<Tool> {
+    let posts = || {
+        ToolAnnotations::new()
+            .read_only(false)
+            .destructive(false)
+            .open_world(true)
+    };
+    vec![
+        Tool::new(
+            "send_file",
+            "Posts a file into the session's Slack thread. PNG, JPEG, GIF and WebP images render \
+             inline. The file must be regular, non-empty, at most 100 MiB, inside the session \
+             directory or the system temp directory; a file containing one of the session's \
+             secrets is refused. 50 files per runner. Scripts can use `calvin-send-file <path> \
+             [comment]` with the same rules.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "Absolute, or relative to the session directory."},
+                    "comment": {"type": "string", "maxLength": COMMENT_MAX, "description": "Message posted with the file."},
+                    "caption": {"type": "string", "maxLength": COMMENT_MAX, "description": "Same as comment."},
+                    "title": {"type": "string", "maxLength": TITLE_MAX, "description": "Defaults to the file name."},
+                    "alt_text": {"type": "string", "maxLength": ALT_TEXT_MAX, "description": "Image description for screen readers."}
+                },
+                "required": ["path"]
+            })),
+        )
+        .with_annotations(posts().idempotent(false)),
+        Tool::new("post_card", card::DESCRIPTION, Arc::new(card::input_schema()))
+            .with_annotations(posts().idempotent(false)),
+        Tool::new(
+            "preview",
+            "Gives an HTTP server listening on a port of this computer a public URL. Anyone with \
+             the URL can open it. Plain HTTP on that port only; the URL works while the server \
+             runs. Returns the URL, the name, and whether something was listening on the port.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "port": {"type": ["integer", "string"], "minimum": 1, "maximum": 65535, "description": "The port the server listens on, on localhost."},
+                    "name": {"type": "string", "maxLength": 63, "pattern": "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$", "description": "One DNS label. Omitted: a generated name, or the port's existing one."}
+                },
+                "required": ["port"]
+            })),
+        )
+        .with_annotations(posts().idempotent(true)),
+        Tool::new(
+            "unpreview",
+            "Takes down a preview URL.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "The preview's name, the label at the start of its URL."}
+                },
+                "required": ["name"]
+            })),
+        )
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(true)
+                .idempotent(true)
+                .open_world(true),
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(v: Value) -> JsonObject {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn send_file_arguments_list_every_problem() {
+        let err = SendFileArgs::parse(&obj(json!({
+            "comment": "c".repeat(3001),
+            "caption": "x",
+            "title": "t".repeat(201),
+            "alt_text": 5,
+            "colour": "red"
+        })))
+        .unwrap_err();
+        for expected in [
+            "path is required",
+            "comment is 3001 characters; at most 3000",
+            "title is 201 characters; at most 200",
+            "alt_text must be a string, got 5",
+            "unknown argument \"colour\"",
+        ] {
+            assert!(err.contains(expected), "{expected:?} missing from:\n{err}");
+        }
+        let ok = SendFileArgs::parse(&obj(json!({
+            "path": "a.png",
+            "caption": "c".repeat(3000),
+            "title": "t".repeat(200),
+            "alt_text": "a".repeat(1000)
+        })))
+        .unwrap();
+        assert_eq!(ok.comment.unwrap().len(), 3000);
+        let both = SendFileArgs::parse(&obj(json!({"path": "a", "comment": "x", "caption": "y"})));
+        assert!(both.unwrap_err().contains("not both"));
+    }
+
+    #[test]
+    fn ports_may_come_as_strings() {
+        assert_eq!(integer(&json!(8080)), Some(8080));
+        assert_eq!(integer(&json!("8080")), Some(8080));
+        assert_eq!(integer(&json!("80x")), None);
+        assert_eq!(integer(&json!(1.5)), None);
+    }
+
+    #[test]
+    fn modes_follow_the_availability_table() {
+        let names = |mode| {
+            all_tools()
+                .into_iter()
+                .filter(|t| available(mode, &t.name).is_some())
+                .map(|t| t.name.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(Mode::OneMachine), ["send_file", "post_card"]);
+        assert_eq!(
+            names(Mode::SelfHosted),
+            ["send_file", "post_card", "preview", "unpreview"]
+        );
+        assert_eq!(available(Mode::SelfHosted, "preview"), Some(false));
+        assert_eq!(available(Mode::Hosted, "unpreview"), Some(true));
+        let unpreview = all_tools().pop().unwrap();
+        let a = unpreview.annotations.unwrap();
+        assert_eq!(a.destructive_hint, Some(true));
+        assert_eq!(a.read_only_hint, Some(false));
+    }
+}

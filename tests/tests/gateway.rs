@@ -1,0 +1,507 @@
+//! calvin-gateway driven by the official MCP Python SDK, over stdio and
+//! streamable HTTP, against a fake Slack and (hosted) a real edge and agent.
+
+use std::time::Duration;
+
+use calvin_tests::gateway::{
+    CHANNEL, GatewayDaemon, GatewaySetup, THREAD_TS, call, drive, gateway_env, tool_names,
+};
+use calvin_tests::{Origin, TestAgent, TestEdge, binary, curl};
+use serde_json::{Value, json};
+
+fn text(v: &Value) -> &str {
+    v["text"].as_str().unwrap_or_default()
+}
+
+fn assert_refused(v: &Value, needle: &str) {
+    assert_eq!(v["is_error"], true, "expected a refusal: {v}");
+    assert!(text(v).contains(needle), "{needle:?} missing from {v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_mode_lists_its_tools_and_self_hosted_refuses_previews() {
+    let list = json!({ "op": "list" });
+    let one = GatewaySetup::new("one-machine").await;
+    let out = drive(one.stdio(json!([list, call("preview", json!({"port": 3000}))]))).await;
+    assert_eq!(tool_names(&out[0]), ["send_file", "post_card"]);
+    assert_refused(&out[1], "there is no tool \"preview\"");
+
+    let selfhosted = GatewaySetup::new("self-hosted").await;
+    let out = drive(selfhosted.stdio(json!([
+        list,
+        call("preview", json!({"port": 3000})),
+        call("unpreview", json!({"name": "web"})),
+    ])))
+    .await;
+    assert_eq!(
+        tool_names(&out[0]),
+        ["send_file", "post_card", "preview", "unpreview"]
+    );
+    for refusal in &out[1..] {
+        assert_refused(refusal, "the tunnel is disabled on a self-hosted gateway");
+    }
+
+    // Annotations say what each tool does to the world.
+    let tools = out[0]["tools"].as_array().expect("tools");
+    let annotations =
+        |name: &str| tools.iter().find(|t| t["name"] == name).expect("tool")["annotations"].clone();
+    assert_eq!(annotations("unpreview")["destructiveHint"], true);
+    assert_eq!(annotations("send_file")["readOnlyHint"], false);
+    assert_eq!(annotations("send_file")["destructiveHint"], false);
+    assert_eq!(annotations("post_card")["openWorldHint"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hosted_preview_serves_the_origin_then_unpreview_takes_it_down() {
+    let edge = TestEdge::start().await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let mut setup = GatewaySetup::new("hosted").await;
+    setup.agent_socket = Some(agent.socket.clone());
+    let port = origin.addr().port().to_string();
+    let out = drive(setup.stdio(json!([
+        // A port sent as a string is accepted.
+        call("preview", json!({"port": port, "name": "gw-web"})),
+    ])))
+    .await;
+    assert_eq!(out[0]["is_error"], false, "{}", out[0]);
+    let url = out[0]["structured"]["url"]
+        .as_str()
+        .expect("url")
+        .to_owned();
+    assert_eq!(out[0]["structured"]["name"], "gw-web");
+    assert_eq!(out[0]["structured"]["listening"], true);
+    assert!(text(&out[0]).contains(&url));
+    let got = curl(&edge.ca(), &[&format!("{url}/hello")]).await;
+    assert_eq!(
+        (got.status, got.text().as_str()),
+        (200, "hello from origin\n")
+    );
+
+    let out = drive(setup.stdio(json!([
+        call("unpreview", json!({"name": "gw-web"})),
+        call("preview", json!({"port": 0})),
+        call("preview", json!({"port": "65536", "name": "Bad_Name"})),
+    ])))
+    .await;
+    assert_eq!(out[0]["is_error"], false, "{}", out[0]);
+    let got = curl(&edge.ca(), &[&format!("{url}/hello")]).await;
+    assert_eq!(got.status, 404, "{}", got.text());
+    assert_refused(&out[1], "port must be an integer from 1 to 65535, got 0");
+    assert_refused(&out[2], "2 problem(s)");
+    assert_refused(&out[2], "got \"65536\"");
+
+    // No agent: a clear error naming the socket.
+    setup.agent_socket = Some(setup.dir.path().join("no-agent.sock"));
+    let out = drive(setup.stdio(json!([call("preview", json!({"port": 3000}))]))).await;
+    assert_refused(
+        &out[0],
+        &format!(
+            "the calvin agent is not running at {}",
+            setup.dir.path().join("no-agent.sock").display()
+        ),
+    );
+    agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_file_uploads_the_exact_bytes_into_the_thread() {
+    let setup = GatewaySetup::new("one-machine").await;
+    let bytes: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::create_dir(setup.session_dir().join("out")).expect("dir");
+    std::fs::write(setup.session_dir().join("out/plot.png"), &bytes).expect("file");
+    let temp = tempfile::NamedTempFile::new().expect("temp file");
+    std::fs::write(temp.path(), b"from the temp dir").expect("temp");
+    let out = drive(setup.stdio(json!([
+        call("send_file", json!({
+            "path": "out/plot.png", "comment": "the plot", "title": "Plot", "alt_text": "a rising line"
+        })),
+        call("send_file", json!({"path": temp.path(), "caption": "by caption"})),
+    ])))
+    .await;
+    assert_eq!(out[0]["is_error"], false, "{}", out[0]);
+    assert_eq!(out[1]["is_error"], false, "{}", out[1]);
+    let files = setup.slack.files();
+    assert_eq!(files.len(), 2);
+    let plot = &files[0];
+    assert_eq!(plot.bytes, bytes);
+    assert_eq!(
+        (plot.channel.as_deref(), plot.thread_ts.as_deref()),
+        (Some(CHANNEL), Some(THREAD_TS))
+    );
+    assert_eq!(plot.filename, "plot.png");
+    assert_eq!(plot.title, "Plot");
+    assert_eq!(plot.initial_comment.as_deref(), Some("the plot"));
+    assert_eq!(plot.alt_txt.as_deref(), Some("a rising line"));
+    assert_eq!(files[1].bytes, b"from the temp dir");
+    assert_eq!(files[1].initial_comment.as_deref(), Some("by caption"));
+    // The title defaults to the file name.
+    let name = temp
+        .path()
+        .file_name()
+        .expect("name")
+        .to_string_lossy()
+        .to_string();
+    assert_eq!(files[1].title, name);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn send_file_refuses_every_escape_and_secret() {
+    let setup = GatewaySetup::new("one-machine").await;
+    let session = setup.session_dir();
+    std::fs::write(session.join("empty.txt"), b"").expect("empty");
+    std::fs::write(session.join("env.txt"), b"KEY=sk_live_51SECRETVALUE\n").expect("secret");
+    std::fs::create_dir(session.join("sub")).expect("sub");
+    std::os::unix::fs::symlink("/etc/hostname", session.join("out-link")).expect("symlink");
+    let fifo = session.join("fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    setup.seed_secret("STRIPE_KEY", "sk_live_51SECRETVALUE");
+    let out = drive(setup.stdio(json!([
+        call("send_file", json!({"path": "../gateway.toml"})),
+        call("send_file", json!({"path": "/etc/hostname"})),
+        call("send_file", json!({"path": "out-link"})),
+        call("send_file", json!({"path": "/proc/self/status"})),
+        call("send_file", json!({"path": "sub"})),
+        call("send_file", json!({"path": "fifo"})),
+        call("send_file", json!({"path": "/dev/null"})),
+        call("send_file", json!({"path": "empty.txt"})),
+        call("send_file", json!({"path": "env.txt"})),
+        call("send_file", json!({"path": "missing.txt"})),
+        call("send_file", json!({"comment": 5})),
+    ])))
+    .await;
+    for (i, v) in out.iter().enumerate() {
+        assert_eq!(v["is_error"], true, "call {i} was not refused: {v}");
+    }
+    assert_refused(
+        &out[8],
+        "contains the value of one of the session's secrets",
+    );
+    assert!(!text(&out[8]).contains("sk_live"), "{}", out[8]);
+    assert_refused(&out[10], "path is required");
+    assert_refused(&out[10], "comment must be a string");
+    assert!(setup.slack.files().is_empty(), "nothing was uploaded");
+    println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_symlink_swapped_while_calls_run_never_leaks_the_other_file() {
+    let setup = GatewaySetup::new("one-machine").await;
+    let session = setup.session_dir();
+    std::fs::write(session.join("inside.txt"), b"inside bytes").expect("inside");
+    std::os::unix::fs::symlink("inside.txt", session.join("link")).expect("link");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (stop, session) = (stop.clone(), session.clone());
+        std::thread::spawn(move || {
+            let mut flips = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let target = if flips.is_multiple_of(2) {
+                    "/etc/passwd"
+                } else {
+                    "inside.txt"
+                };
+                let tmp = session.join("link.tmp");
+                let _ = std::fs::remove_file(&tmp);
+                std::os::unix::fs::symlink(target, &tmp).expect("symlink");
+                std::fs::rename(&tmp, session.join("link")).expect("swap");
+                flips += 1;
+            }
+            flips
+        })
+    };
+    let calls: Vec<Value> = (0..40)
+        .map(|_| json!({"tool": "send_file", "args": {"path": "link"}}))
+        .collect();
+    let out = drive(setup.stdio(json!([{ "op": "parallel", "calls": calls }]))).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let flips = swapper.join().expect("swapper");
+    let results = out[0]["results"].as_array().expect("results");
+    let sent = results.iter().filter(|r| r["is_error"] == false).count();
+    for file in setup.slack.files() {
+        assert_eq!(
+            file.bytes, b"inside bytes",
+            "a swapped symlink leaked another file"
+        );
+    }
+    assert_eq!(setup.slack.files().len(), sent);
+    println!("{sent} of 40 sent, {} refused, {flips} swaps", 40 - sent);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_51st_send_file_is_refused_even_when_calls_race() {
+    let setup = GatewaySetup::new("one-machine").await;
+    std::fs::write(setup.session_dir().join("a.txt"), b"a").expect("file");
+    let calls: Vec<Value> = (0..51)
+        .map(|_| json!({"tool": "send_file", "args": {"path": "a.txt"}}))
+        .collect();
+    let out = drive(setup.stdio(json!([
+        { "op": "parallel", "calls": calls },
+        call("post_card", json!({"spec": {"root": "c", "elements": {"c": {"type": "Card", "props": {"title": "still allowed"}, "children": []}}}})),
+    ])))
+    .await;
+    let results = out[0]["results"].as_array().expect("results");
+    let refused: Vec<&Value> = results.iter().filter(|r| r["is_error"] == true).collect();
+    assert_eq!(refused.len(), 1, "{results:?}");
+    assert_refused(refused[0], "send_file is limited to 50 calls per runner");
+    assert_eq!(setup.slack.files().len(), 50);
+    // Another tool's count is its own.
+    assert_eq!(out[1]["is_error"], false, "{}", out[1]);
+
+    // A new session (the runner restarted) starts again.
+    let out = drive(setup.stdio(json!([call("send_file", json!({"path": "a.txt"}))]))).await;
+    assert_eq!(out[0]["is_error"], false, "{}", out[0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_switched_off_are_refused_with_the_reason() {
+    let mut setup = GatewaySetup::new("one-machine").await;
+    setup.extra = "[uploads]\nenabled = false\n".into();
+    std::fs::write(setup.session_dir().join("a.txt"), b"a").expect("file");
+    let out = drive(setup.stdio(json!([call("send_file", json!({"path": "a.txt"}))]))).await;
+    assert_refused(&out[0], "file uploads are switched off on this gateway");
+}
+
+fn full_card() -> Value {
+    json!({
+        "root": "card",
+        "elements": {
+            "card": {"type": "Card", "props": {"title": "Deploy report"},
+                     "children": ["h", "facts", "t", "table", "chart", "div", "img", "b1", "b2"]},
+            "h": {"type": "Heading", "props": {"text": "Summary"}},
+            "facts": {"type": "Fields", "children": ["f1", "f2"]},
+            "f1": {"type": "Field", "props": {"label": "Status", "value": "green"}},
+            "f2": {"type": "Field", "props": {"label": "Duration", "value": "4 min"}},
+            "t": {"type": "Text", "props": {"text": "All *good*."}},
+            "table": {"type": "Table", "props": {"columns": ["service", "p99"], "rows": [["api", 12], ["web", "30"]]}},
+            "chart": {"type": "Chart", "props": {"kind": "bar", "title": "Latency",
+                      "series": [{"name": "p99", "points": [{"label": "api", "value": 12}, {"label": "web", "value": 30}]}]}},
+            "div": {"type": "Divider"},
+            "img": {"type": "Image", "props": {"url": "https://example.com/a.png", "alt": "a chart"}},
+            "b1": {"type": "Button", "props": {"text": "Open", "url": "https://example.com"}},
+            "b2": {"type": "Button", "props": {"text": "Logs", "url": "http://example.com/logs"}}
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cards_render_as_blocks_and_bad_ones_list_every_problem() {
+    let setup = GatewaySetup::new("one-machine").await;
+    setup.seed_secret("TOKEN", "tok_SECRET_123");
+    let mut secret_card = full_card();
+    secret_card["elements"]["t"]["props"]["text"] = json!("the token is tok_SECRET_123");
+    let bad = json!({
+        "root": "card",
+        "elements": {
+            "card": {"type": "Card", "children": ["x", "b", "missing", "loop"]},
+            "x": {"type": "Sparkline", "props": {}},
+            "b": {"type": "Button", "props": {"text": "Go", "url": "javascript:alert(1)", "action_id": "go"}},
+            "loop": {"type": "Fields", "children": ["loop"]}
+        },
+        "state": {"page": 2}
+    });
+    let out = drive(setup.stdio(json!([
+        call("post_card", json!({"spec": full_card()})),
+        call("post_card", json!({"spec": bad})),
+        call("post_card", json!({"spec": secret_card})),
+    ])))
+    .await;
+    assert_eq!(out[0]["is_error"], false, "{}", out[0]);
+    let messages = setup.slack.messages();
+    assert_eq!(messages.len(), 1, "only the valid card is posted");
+    let posted = &messages[0];
+    assert_eq!(
+        (posted.channel.as_str(), posted.thread_ts.as_deref()),
+        (CHANNEL, Some(THREAD_TS))
+    );
+    let blocks = posted.blocks.clone().expect("blocks");
+    let types: Vec<&str> = blocks
+        .as_array()
+        .expect("blocks")
+        .iter()
+        .map(|b| b["type"].as_str().unwrap_or_default())
+        .collect();
+    for expected in [
+        "header",
+        "section",
+        "table",
+        "data_visualization",
+        "divider",
+        "image",
+        "actions",
+    ] {
+        assert!(
+            types.contains(&expected),
+            "{expected} missing from {types:?}"
+        );
+    }
+    assert!(
+        posted
+            .text
+            .as_deref()
+            .is_some_and(|t| t.contains("Deploy report")),
+        "a notification fallback text: {:?}",
+        posted.text
+    );
+
+    let problems = text(&out[1]);
+    assert_eq!(out[1]["is_error"], true);
+    for needle in [
+        "\"x\"",
+        "Sparkline",
+        "\"b\"",
+        "javascript",
+        "action_id",
+        "\"missing\"",
+        "\"loop\"",
+        "state",
+    ] {
+        assert!(
+            problems.contains(needle),
+            "{needle} missing from:\n{problems}"
+        );
+    }
+    assert_refused(&out[2], "secrets");
+    assert!(!text(&out[2]).contains("tok_SECRET_123"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calvin_send_file_shares_the_session_and_its_count_over_stdio() {
+    let setup = GatewaySetup::new("one-machine").await;
+    std::fs::write(setup.session_dir().join("report.txt"), b"from a script").expect("file");
+    std::fs::write(setup.session_dir().join("b.txt"), b"from the tool").expect("file");
+    let script = binary("calvin-send-file");
+    let env = gateway_env();
+    let out = drive(setup.stdio(json!([
+        call("send_file", json!({"path": "b.txt"})),
+        {"op": "shell", "cmd": [script, "report.txt", "made by a script"], "env": env, "cwd": setup.session_dir()},
+        {"op": "shell", "cmd": [script, "/etc/hostname"], "env": env, "cwd": setup.session_dir()},
+        call("send_file", json!({"path": "b.txt"})),
+    ])))
+    .await;
+    assert_eq!(out[1]["code"], 0, "{}", out[1]);
+    assert_ne!(out[2]["code"], 0, "{}", out[2]);
+    assert!(
+        out[2]["stderr"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("/etc/hostname"),
+        "{}",
+        out[2]
+    );
+    // The tool, the script, the tool: one count.
+    assert_eq!(out[3]["structured"]["sent"], 3, "{}", out[3]);
+    let files = setup.slack.files();
+    assert_eq!(files[1].bytes, b"from a script");
+    assert_eq!(
+        files[1].initial_comment.as_deref(),
+        Some("made by a script")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_daemon_serves_registered_sessions_and_checks_host_and_origin() {
+    let setup = GatewaySetup::new("self-hosted").await;
+    std::fs::write(setup.session_dir().join("a.txt"), b"over http").expect("file");
+    let daemon = GatewayDaemon::start(&setup.config()).await;
+    let registered = daemon
+        .register(json!({
+            "channel": CHANNEL, "thread_ts": THREAD_TS,
+            "session_dir": setup.session_dir(), "owner": "U0OWNER"
+        }))
+        .await;
+    let mcp_url = registered["mcp_url"].as_str().expect("mcp_url").to_owned();
+    let send_url = registered["send_file_url"]
+        .as_str()
+        .expect("send_file_url")
+        .to_owned();
+    let mut env = gateway_env();
+    env["CALVIN_SEND_FILE_URL"] = json!(send_url);
+    let out = drive(json!({
+        "transport": "http",
+        "url": mcp_url,
+        "steps": [
+            {"op": "list"},
+            call("send_file", json!({"path": "a.txt"})),
+            call("preview", json!({"port": 8080})),
+            {"op": "shell", "cmd": [binary("calvin-send-file"), "a.txt", "via the daemon"], "env": env, "cwd": setup.session_dir()},
+            call("send_file", json!({"path": "a.txt"})),
+        ]
+    }))
+    .await;
+    assert_eq!(
+        tool_names(&out[0]),
+        ["send_file", "post_card", "preview", "unpreview"]
+    );
+    assert_eq!(out[1]["is_error"], false, "{}", out[1]);
+    assert_refused(&out[2], "the tunnel is disabled on a self-hosted gateway");
+    assert_eq!(out[3]["code"], 0, "{}", out[3]);
+    assert_eq!(out[4]["structured"]["sent"], 3, "{}", out[4]);
+    let files = setup.slack.files();
+    assert_eq!(files.len(), 3);
+    assert!(
+        files
+            .iter()
+            .all(|f| f.bytes == b"over http" && f.channel.as_deref() == Some(CHANNEL))
+    );
+
+    // DNS rebinding: a foreign Host or Origin is refused.
+    let ca = std::path::Path::new("/dev/null");
+    let foreign_host = curl(
+        ca,
+        &[
+            "-H",
+            "Host: evil.example",
+            &format!("{}/healthz", daemon.base),
+        ],
+    )
+    .await;
+    assert_eq!(foreign_host.status, 403, "{}", foreign_host.text());
+    let foreign_origin = curl(ca, &["-H", "Origin: https://evil.example", &mcp_url]).await;
+    assert_eq!(foreign_origin.status, 403, "{}", foreign_origin.text());
+    let unknown = curl(ca, &[&format!("{}/sessions/nope/mcp", daemon.base)]).await;
+    assert_eq!(unknown.status, 404);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mcp_inspector_cli_lists_the_tools() {
+    let mut setup = GatewaySetup::new("hosted").await;
+    setup.agent_socket = Some(setup.dir.path().join("agent.sock"));
+    let config = setup.config();
+    let session = setup.session_dir();
+    let mut command = tokio::process::Command::new("npx");
+    command
+        .args(["--yes", "@modelcontextprotocol/inspector@0.15.0", "--cli"])
+        .arg(binary("calvin-gateway"))
+        .args(["--method", "tools/list", "--", "mcp", "--config"])
+        .arg(&config)
+        .args([
+            "--channel",
+            CHANNEL,
+            "--thread-ts",
+            THREAD_TS,
+            "--session-dir",
+        ])
+        .arg(&session)
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(300), command.output())
+        .await
+        .expect("the inspector finished within 300 s")
+        .expect("npx runs (Node 20; .ci/run installs the inspector)");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let listed: Value = serde_json::from_str(&stdout).expect("JSON from the inspector");
+    assert_eq!(
+        tool_names(&listed),
+        ["send_file", "post_card", "preview", "unpreview"]
+    );
+}
