@@ -16,8 +16,9 @@
 //! store_dir = "/var/lib/calvin-gateway/secrets"   # key: the environment's SP_STORE_KEY
 //!
 //! [serve]                          # calvin-gateway serve
-//! listen = "127.0.0.1:8765"
+//! listen = "127.0.0.1:8765"        # loopback only
 //! allowed_origins = []             # browser origins allowed besides loopback ones
+//! # token_file = "~/.local/state/calvin/gateway.token"   # registering a session needs it; made (0600) if missing
 //! ```
 
 use std::net::SocketAddr;
@@ -109,6 +110,7 @@ pub struct SecretsConfig {
 pub struct ServeConfig {
     pub listen: SocketAddr,
     pub allowed_origins: Vec<String>,
+    pub token_file: Option<PathBuf>,
 }
 
 impl Default for ServeConfig {
@@ -116,6 +118,7 @@ impl Default for ServeConfig {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8765)),
             allowed_origins: vec![],
+            token_file: None,
         }
     }
 }
@@ -138,6 +141,13 @@ pub enum ConfigError {
     MaxBytes(u64),
     #[error("no Slack bot token: set [slack] bot_token or SLACK_BOT_TOKEN")]
     NoToken,
+    #[error("[serve] listen = {0}: the gateway daemon listens on loopback only")]
+    NotLoopback(SocketAddr),
+    #[error("the registration token {path}: {source}")]
+    TokenFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl GatewayConfig {
@@ -161,7 +171,48 @@ impl GatewayConfig {
         if !(1..=DEFAULT_MAX_UPLOAD).contains(&self.uploads.max_bytes) {
             return Err(ConfigError::MaxBytes(self.uploads.max_bytes));
         }
+        if !self.serve.listen.ip().is_loopback() {
+            return Err(ConfigError::NotLoopback(self.serve.listen));
+        }
         Ok(())
+    }
+
+    /// The daemon's registration token and its file: read, or made (256
+    /// random bits, 0600) when missing.
+    pub fn registration_token(&self) -> Result<(PathBuf, String), ConfigError> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = self.serve.token_file.clone().unwrap_or_else(|| {
+            dirs::state_dir()
+                .or_else(|| dirs::home_dir().map(|h| h.join(".local/state")))
+                .unwrap_or_else(std::env::temp_dir)
+                .join("calvin/gateway.token")
+        });
+        let io = |source| ConfigError::TokenFile {
+            path: path.clone(),
+            source,
+        };
+        match std::fs::read_to_string(&path) {
+            Ok(text) if !text.trim().is_empty() => return Ok((path.clone(), text.trim().into())),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io(e)),
+        }
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io)?;
+        }
+        let bytes: [u8; 32] = rand::RngExt::random(&mut rand::rng());
+        let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let _ = std::fs::remove_file(&path);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io)?;
+        file.write_all(format!("{token}\n").as_bytes())
+            .map_err(io)?;
+        Ok((path, token))
     }
 
     /// The bot token: from the file, else `SLACK_BOT_TOKEN`.
@@ -214,6 +265,35 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "[uploads] max_bytes must be from 1 to 104857600 (100 MiB), got 104857601"
+        );
+    }
+
+    #[test]
+    fn the_daemon_stays_on_loopback_and_keeps_its_token() {
+        let c: GatewayConfig =
+            toml::from_str("mode = \"one-machine\"\n[serve]\nlisten = \"0.0.0.0:8765\"").unwrap();
+        assert_eq!(
+            c.check().unwrap_err().to_string(),
+            "[serve] listen = 0.0.0.0:8765: the gateway daemon listens on loopback only"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t/gateway.token");
+        let text = format!(
+            "mode = \"one-machine\"\n[serve]\nlisten = \"[::1]:1\"\ntoken_file = \"{}\"",
+            file.display()
+        );
+        let c: GatewayConfig = toml::from_str(&text).unwrap();
+        c.check().unwrap();
+        let (path, token) = c.registration_token().unwrap();
+        assert_eq!(path, file);
+        assert_eq!(token.len(), 64);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(
+            c.registration_token().unwrap().1,
+            token,
+            "kept across starts"
         );
     }
 }

@@ -118,11 +118,18 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Serve { config, listen } => {
             let config = GatewayConfig::load(&config)?;
             let addr = listen.unwrap_or(config.serve.listen);
+            anyhow::ensure!(
+                addr.ip().is_loopback(),
+                "--listen {addr}: the gateway daemon listens on loopback only"
+            );
+            let (token_file, token) = config.registration_token()?;
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr} (change [serve] listen)"))?;
             println!("listening http://{}", listener.local_addr()?);
-            server::serve_http(gateway(&config)?, listener, config.serve.allowed_origins).await
+            println!("token file {}", token_file.display());
+            let gateway = gateway(&config)?;
+            server::serve_http(gateway, listener, config.serve.allowed_origins, token).await
         }
     }
 }

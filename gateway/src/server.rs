@@ -6,10 +6,14 @@
 //!   only) at `$CALVIN_SEND_FILE_SOCKET`, by default
 //!   `<session_dir>/.calvin/send-file.sock`.
 //! - streamable HTTP ([`serve_http`]): one daemon on loopback. A runner
-//!   registers its session with `POST /sessions` and gets its own MCP
+//!   registers its session with `POST /sessions`, authorized by the
+//!   daemon's registration token (a 0600 file), and gets its own MCP
 //!   endpoint `/sessions/<id>/mcp` and send-file endpoint
-//!   `/sessions/<id>/send-file`; `DELETE /sessions/<id>` ends it. Host and
-//!   Origin are checked on every request (DNS rebinding).
+//!   `/sessions/<id>/send-file`; the unguessable id is the session's
+//!   capability. `DELETE /sessions/<id>` ends it. The session's counts
+//!   belong to the registration: every MCP session and script of it shares
+//!   them, and a restarted runner registers again. Host and Origin are
+//!   checked on every request (DNS rebinding).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -109,19 +113,29 @@ pub async fn serve_stdio(
 ) -> anyhow::Result<()> {
     let socket = socket.unwrap_or_else(|| context.session_dir.join(DEFAULT_SOCKET));
     let runner = Arc::new(Runner::new(context));
-    let listener = calvin_agent::control_api::bind(&socket).await?;
-    info!(socket = %socket.display(), "send-file socket ({SEND_FILE_SOCKET_ENV})");
-    let scripts = tokio::spawn(serve_send_file_socket(
-        listener,
-        gateway.clone(),
-        runner.clone(),
-    ));
+    // Scripts are a convenience: the tools work without their socket.
+    let scripts = match calvin_agent::control_api::bind(&socket).await {
+        Ok(listener) => {
+            info!(socket = %socket.display(), "send-file socket ({SEND_FILE_SOCKET_ENV})");
+            Some(tokio::spawn(serve_send_file_socket(
+                listener,
+                gateway.clone(),
+                runner.clone(),
+            )))
+        }
+        Err(err) => {
+            warn!(%err, "no send-file socket: calvin-send-file will not reach this session");
+            None
+        }
+    };
     let service = McpHandler::new(gateway, runner)
         .serve(rmcp::transport::stdio())
         .await?;
     let _ = service.waiting().await;
-    scripts.abort();
-    let _ = std::fs::remove_file(&socket);
+    if let Some(scripts) = scripts {
+        scripts.abort();
+        let _ = std::fs::remove_file(&socket);
+    }
     Ok(())
 }
 
@@ -226,11 +240,10 @@ async fn serve_send_file_socket(
     }
 }
 
-/// A runner's registration with the daemon.
+/// A runner's registration with the daemon: one runner, whatever number
+/// of MCP sessions and scripts use it.
 struct Registration {
-    context: SessionContext,
-    /// The runner of the newest MCP session: the send-file API counts there.
-    current: Mutex<Arc<Runner>>,
+    runner: Arc<Runner>,
     mcp: StreamableHttpService<McpHandler, LocalSessionManager>,
 }
 
@@ -239,20 +252,28 @@ struct Daemon {
     sessions: Mutex<HashMap<String, Arc<Registration>>>,
     allowed_origins: Vec<String>,
     addr: SocketAddr,
+    registration_token: String,
 }
 
-/// Serves the daemon on `listener` until the process ends.
+/// Serves the daemon on `listener` until the process ends. Registering a
+/// session needs `Authorization: Bearer <registration_token>`.
 pub async fn serve_http(
     gateway: Arc<Gateway>,
     listener: TcpListener,
     allowed_origins: Vec<String>,
+    registration_token: String,
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
+    anyhow::ensure!(
+        addr.ip().is_loopback(),
+        "the gateway daemon listens on loopback only, not {addr}"
+    );
     let daemon = Arc::new(Daemon {
         gateway,
         sessions: Mutex::new(HashMap::new()),
         allowed_origins,
         addr,
+        registration_token,
     });
     loop {
         let (stream, _) = listener.accept().await?;
@@ -293,12 +314,7 @@ impl Daemon {
                     }
                     (_, ["mcp"]) => registration.mcp.handle(req).await,
                     (Method::POST, ["send-file"]) => {
-                        let runner = registration
-                            .current
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .clone();
-                        send_file_api(req, &self.gateway, &runner).await
+                        send_file_api(req, &self.gateway, &registration.runner).await
                     }
                     _ => json_response(
                         StatusCode::NOT_FOUND,
@@ -323,6 +339,12 @@ impl Daemon {
 
     /// `POST /sessions` with the session's context: its endpoints.
     async fn register(&self, req: Request<Incoming>) -> Response<Body> {
+        if !self.authorized(&req) {
+            return json_response(
+                StatusCode::UNAUTHORIZED,
+                json!({ "error": "registering a session needs Authorization: Bearer <the daemon's registration token>" }),
+            );
+        }
         let context: SessionContext = match read_json(req).await {
             Ok(c) => c,
             Err(e) => return json_response(StatusCode::BAD_REQUEST, json!({ "error": e })),
@@ -335,40 +357,23 @@ impl Daemon {
         }
         let bytes: [u8; 16] = rand::rng().random();
         let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        let registration = Arc::new_cyclic(|weak: &std::sync::Weak<Registration>| {
-            let (gateway, weak) = (self.gateway.clone(), weak.clone());
-            let ctx = context.clone();
-            let mcp = StreamableHttpService::new(
-                move || {
-                    // A new MCP session: the runner restarted, its counts
-                    // start again.
-                    let runner = Arc::new(Runner::new(ctx.clone()));
-                    if let Some(registration) = weak.upgrade() {
-                        *registration
-                            .current
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner()) = runner.clone();
-                    }
-                    Ok(McpHandler::new(gateway.clone(), runner))
-                },
-                Arc::new(LocalSessionManager::default()),
-                StreamableHttpServerConfig::default()
-                    .with_allowed_hosts(loopback_hosts(self.addr))
-                    .with_allowed_origins(self.origins())
-                    .enforce_origin_validation(),
-            );
-            Registration {
-                current: Mutex::new(Arc::new(Runner::new(context.clone()))),
-                context,
-                mcp,
-            }
-        });
         info!(
             session = %id,
-            channel = %registration.context.channel,
-            thread_ts = %registration.context.thread_ts,
+            channel = %context.channel,
+            thread_ts = %context.thread_ts,
             "runner session registered"
         );
+        let runner = Arc::new(Runner::new(context));
+        let (gateway, shared) = (self.gateway.clone(), runner.clone());
+        let mcp = StreamableHttpService::new(
+            move || Ok(McpHandler::new(gateway.clone(), shared.clone())),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default()
+                .with_allowed_hosts(loopback_hosts(self.addr))
+                .with_allowed_origins(self.origins())
+                .enforce_origin_validation(),
+        );
+        let registration = Arc::new(Registration { runner, mcp });
         self.lock().insert(id.clone(), registration);
         let base = format!("http://{}/sessions/{id}", self.addr);
         json_response(
@@ -379,6 +384,18 @@ impl Daemon {
                 "send_file_url": format!("{base}/send-file"),
             }),
         )
+    }
+
+    fn authorized(&self, req: &Request<Incoming>) -> bool {
+        use subtle::ConstantTimeEq;
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        !self.registration_token.is_empty()
+            && bool::from(given.as_bytes().ct_eq(self.registration_token.as_bytes()))
     }
 
     /// Loopback origins on any port, and the configured ones.
@@ -400,8 +417,11 @@ impl Daemon {
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
             .unwrap_or_default();
-        let host_name = host.rsplit_once(':').map_or(host, |(h, _)| h);
-        if !["localhost", "127.0.0.1", "[::1]"].contains(&host_name) {
+        let host_name = host
+            .parse::<http::uri::Authority>()
+            .map(|a| a.host().to_owned())
+            .unwrap_or_default();
+        if !["localhost", "127.0.0.1", "[::1]"].contains(&host_name.as_str()) {
             return Err(format!("Host {host:?} is not this loopback gateway"));
         }
         if let Some(origin) = req.headers().get(header::ORIGIN) {
@@ -426,12 +446,23 @@ fn loopback_hosts(addr: SocketAddr) -> Vec<String> {
 }
 
 /// Finds the stdio gateway's socket for a script: the variable, else
-/// `.calvin/send-file.sock` in `dir` or a parent.
+/// `.calvin/send-file.sock` in `dir` or a parent, if it is the user's own
+/// in a folder only the user can write to (another user could plant one
+/// in a shared folder such as /tmp).
 pub fn find_send_file_socket(dir: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
     if let Some(path) = std::env::var_os(SEND_FILE_SOCKET_ENV) {
         return Some(PathBuf::from(path));
     }
+    let uid = rustix::process::getuid().as_raw();
+    let ours = |path: &Path| {
+        std::fs::symlink_metadata(path).is_ok_and(|m| m.uid() == uid)
+            && path.parent().is_some_and(|folder| {
+                std::fs::symlink_metadata(folder)
+                    .is_ok_and(|m| m.uid() == uid && m.mode() & 0o022 == 0)
+            })
+    };
     dir.ancestors()
         .map(|d| d.join(DEFAULT_SOCKET))
-        .find(|p| p.exists())
+        .find(|p| ours(p))
 }

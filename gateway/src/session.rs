@@ -52,31 +52,39 @@ pub fn limit_of(tool: &str) -> Option<u32> {
 }
 
 /// Calls counted per tool. A call takes its slot before it runs, under a
-/// lock, so concurrent calls never get past a limit; a call that fails
-/// before reaching Slack gives its slot back.
+/// lock, so concurrent calls never get past a limit; a call that ends
+/// without posting (refused, failed, cancelled) gives its slot back.
 #[derive(Debug, Default)]
 pub struct Counters {
     used: Mutex<HashMap<&'static str, u32>>,
 }
 
-/// A slot taken by a call; [`Slot::release`] gives it back.
+/// A slot taken by a call: given back when dropped, unless [`Slot::keep`]
+/// says the call happened.
 #[must_use]
 pub struct Slot<'a> {
     counters: &'a Counters,
     tool: &'static str,
+    kept: bool,
 }
 
 impl Slot<'_> {
-    /// The call did nothing: it does not count.
-    pub fn release(self) {
+    /// The call happened: it counts.
+    pub fn keep(mut self) {
+        self.kept = true;
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        if self.kept {
+            return;
+        }
         let mut used = self.counters.used.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(n) = used.get_mut(self.tool) {
             *n = n.saturating_sub(1);
         }
     }
-
-    /// The call happened: it counts.
-    pub fn keep(self) {}
 }
 
 impl Counters {
@@ -86,6 +94,7 @@ impl Counters {
             return Ok(Slot {
                 counters: self,
                 tool,
+                kept: false,
             });
         };
         let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
@@ -100,6 +109,7 @@ impl Counters {
         Ok(Slot {
             counters: self,
             tool,
+            kept: false,
         })
     }
 
@@ -130,7 +140,7 @@ mod tests {
         for _ in 0..49 {
             c.take("post_card").unwrap().keep();
         }
-        c.take("post_card").unwrap().release();
+        drop(c.take("post_card").unwrap());
         c.take("post_card").unwrap().keep();
         assert!(c.take("post_card").is_err());
     }

@@ -8,8 +8,8 @@
 //!   caller's blocks as they are, so block types and fields slack-morphism
 //!   does not model (or models partially) reach Slack unchanged.
 //! - A rate-limit answer (HTTP 429) is retried after its Retry-After, up to
-//!   [`MAX_RATE_LIMIT_RETRIES`] times, each wait capped at
-//!   [`MAX_RETRY_WAIT`].
+//!   [`MAX_RATE_LIMIT_RETRIES`] times; a Retry-After longer than
+//!   [`MAX_RETRY_WAIT`] fails at once with the time to wait.
 
 use std::future::Future;
 use std::time::Duration;
@@ -204,15 +204,20 @@ where
             Ok(answer) => return Ok(answer),
             Err(SlackClientError::RateLimitError(limited)) => {
                 let retry_after = limited.retry_after.unwrap_or(DEFAULT_RETRY_WAIT);
-                if retries == MAX_RATE_LIMIT_RETRIES {
+                // Longer than a tool call should block: say when to retry
+                // instead of retrying early into another 429.
+                if retries == MAX_RATE_LIMIT_RETRIES || retry_after > MAX_RETRY_WAIT {
                     return Err(ChatError::RateLimited {
                         retry_after_secs: retry_after.as_secs(),
                     });
                 }
                 retries += 1;
-                let wait = retry_after.min(MAX_RETRY_WAIT);
-                tracing::warn!(?wait, retries, "Slack is rate limiting; waiting to retry");
-                tokio::time::sleep(wait).await;
+                tracing::warn!(
+                    ?retry_after,
+                    retries,
+                    "Slack is rate limiting; waiting to retry"
+                );
+                tokio::time::sleep(retry_after).await;
             }
             Err(err) => return Err(chat_error(err)),
         }

@@ -73,11 +73,21 @@ const TUNNEL_OFF: &str = "previews are not available: the tunnel is disabled on 
      screenshots or files)";
 
 impl Gateway {
-    /// The tools this gateway's mode lists.
+    /// The tools this gateway's mode lists; a listed tool that refuses
+    /// says so in its description.
     pub fn tools(&self) -> Vec<Tool> {
         all_tools()
             .into_iter()
-            .filter(|t| available(self.mode, &t.name).is_some())
+            .filter_map(|mut tool| match available(self.mode, &tool.name)? {
+                true => Some(tool),
+                false => {
+                    let said = tool.description.clone().unwrap_or_default();
+                    tool.description = Some(
+                        format!("Unavailable here: the tunnel is disabled on this self-hosted gateway, so every call is refused. {said}").into(),
+                    );
+                    Some(tool)
+                }
+            })
             .collect()
     }
 
@@ -125,6 +135,20 @@ impl Gateway {
         let slot = runner.counters.take("send_file")?;
         let context = &runner.context;
         let secrets = self.secret_values(context)?;
+        for (what, text) in [
+            ("comment", &request.comment),
+            ("title", &request.title),
+            ("alt_text", &request.alt_text),
+        ] {
+            if let Some(text) = text
+                && files::contains_secret(text.as_bytes(), &secrets)
+            {
+                return Err(format!(
+                    "no file was sent: the {what} contains the value of one of the session's \
+                     secrets; remove it"
+                ));
+            }
+        }
         let (path, session_dir, max) = (
             request.path.clone(),
             context.session_dir.clone(),
@@ -138,7 +162,7 @@ impl Gateway {
         let file = match opened {
             Ok(file) => file,
             Err(refusal) => {
-                slot.release();
+                drop(slot);
                 return Err(refusal.to_string());
             }
         };
@@ -168,7 +192,7 @@ impl Gateway {
                 ))
             }
             Err(err) => {
-                slot.release();
+                drop(slot);
                 Err(format!("the file was not posted: {}", chat_reason(&err)))
             }
         }
@@ -192,6 +216,15 @@ impl Gateway {
             let found: Vec<String> = found.iter().map(ToString::to_string).collect();
             problems("the card was not posted", &found)
         })?;
+        // Text made while rendering (a chart's summary) is checked too.
+        if files::contains_secret(rendered.blocks.to_string().as_bytes(), &secrets)
+            || files::contains_secret(rendered.fallback_text.as_bytes(), &secrets)
+        {
+            return Err(
+                "the card was not posted: it contains the value of one of the session's secrets"
+                    .into(),
+            );
+        }
         let slot = runner.counters.take("post_card")?;
         let thread = runner.context.thread();
         let chat = &self.chat;
@@ -223,7 +256,7 @@ impl Gateway {
                 ))
             }
             Err(err) => {
-                slot.release();
+                drop(slot);
                 Err(format!("the card was not posted: {}", chat_reason(&err)))
             }
         }
@@ -369,10 +402,15 @@ fn unknown_args(args: &JsonObject, known: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// An integer, also when sent as a string ("8080").
+/// An integer, also when sent as a string ("8080") or as a whole float
+/// (8080.0).
 fn integer(v: &Value) -> Option<i64> {
     match v {
-        Value::Number(n) => n.as_i64(),
+        Value::Number(n) => n.as_i64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && f.abs() < 1e15)
+                .map(|f| f as i64)
+        }),
         Value::String(s) => s.trim().parse().ok(),
         _ => None,
     }
@@ -562,6 +600,7 @@ mod tests {
         assert_eq!(integer(&json!("8080")), Some(8080));
         assert_eq!(integer(&json!("80x")), None);
         assert_eq!(integer(&json!(1.5)), None);
+        assert_eq!(integer(&json!(3000.0)), Some(3000));
     }
 
     #[test]

@@ -67,10 +67,11 @@ impl GatewaySetup {
             .unwrap_or_default();
         let text = format!(
             "mode = \"{mode}\"\n{agent}\n[slack]\napi_url = \"{api}\"\nbot_token = \"{BOT_TOKEN}\"\n\
-             [secrets]\nstore_dir = \"{store}\"\n{extra}\n",
+             [secrets]\nstore_dir = \"{store}\"\n[serve]\ntoken_file = \"{token}\"\n{extra}\n",
             mode = self.mode,
             api = self.slack.api_url(),
             store = self.store_dir().display(),
+            token = self.dir.path().join("gateway.token").display(),
             extra = self.extra,
         );
         let path = self.dir.path().join("gateway.toml");
@@ -187,6 +188,8 @@ pub fn tool_names(listed: &Value) -> Vec<String> {
 pub struct GatewayDaemon {
     pub child: tokio::process::Child,
     pub base: String,
+    /// The registration token, read from the file the daemon named.
+    pub token: String,
 }
 
 impl GatewayDaemon {
@@ -205,33 +208,52 @@ impl GatewayDaemon {
         }
         let mut child = command.spawn().expect("calvin-gateway serve");
         let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        let mut next = async || {
+            tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+                .await
+                .expect("the daemon starts")
+                .expect("stdout")
+                .expect("a line")
+        };
+        let base = next()
             .await
-            .expect("the daemon starts")
-            .expect("stdout")
-            .expect("a line");
-        let base = line
             .strip_prefix("listening ")
             .expect("listening line")
             .to_owned();
-        GatewayDaemon { child, base }
+        let token_file = next()
+            .await
+            .strip_prefix("token file ")
+            .expect("token file line")
+            .to_owned();
+        let token = std::fs::read_to_string(&token_file)
+            .expect("token file")
+            .trim()
+            .to_owned();
+        GatewayDaemon { child, base, token }
     }
 
-    /// `POST /sessions`: registers a runner's session; its answer.
-    pub async fn register(&self, context: Value) -> Value {
-        let out = crate::harness::curl(
+    /// `POST /sessions` with `token`: curl's answer.
+    pub async fn try_register(&self, context: &Value, token: &str) -> crate::harness::CurlOutput {
+        crate::harness::curl(
             Path::new("/dev/null"),
             &[
                 "-X",
                 "POST",
                 "-H",
                 "content-type: application/json",
+                "-H",
+                &format!("authorization: Bearer {token}"),
                 "--data",
                 &context.to_string(),
                 &format!("{}/sessions", self.base),
             ],
         )
-        .await;
+        .await
+    }
+
+    /// Registers a runner's session; the daemon's answer.
+    pub async fn register(&self, context: Value) -> Value {
+        let out = self.try_register(&context, &self.token).await;
         assert_eq!(out.status, 201, "{}", out.text());
         serde_json::from_slice(&out.body).expect("JSON")
     }

@@ -177,15 +177,44 @@ async fn send_file_refuses_every_escape_and_secret() {
     for (i, v) in out.iter().enumerate() {
         assert_eq!(v["is_error"], true, "call {i} was not refused: {v}");
     }
+    assert_refused(&out[0], "outside the session directory");
+    assert_refused(&out[1], "outside the session directory");
+    assert_refused(&out[2], "it resolves to /etc/hostname, which is outside");
+    assert_refused(&out[3], "files under /proc, /sys and /dev are never sent");
+    assert_refused(&out[4], "it is a directory");
+    assert_refused(&out[5], "it is a FIFO");
+    assert_refused(&out[6], "it is a character device");
+    assert_refused(&out[7], "the file is empty");
     assert_refused(
         &out[8],
         "contains the value of one of the session's secrets",
     );
+    assert_refused(&out[9], "does not exist");
     assert!(!text(&out[8]).contains("sk_live"), "{}", out[8]);
     assert_refused(&out[10], "path is required");
     assert_refused(&out[10], "comment must be a string");
     assert!(setup.slack.files().is_empty(), "nothing was uploaded");
-    println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+
+    // Text sent with a file is checked for secrets too.
+    std::fs::write(session.join("ok.txt"), b"fine").expect("file");
+    let out = drive(setup.stdio(json!([
+        call(
+            "send_file",
+            json!({"path": "ok.txt", "comment": "key sk_live_51SECRETVALUE"})
+        ),
+        call(
+            "send_file",
+            json!({"path": "ok.txt", "title": "sk_live_51SECRETVALUE"})
+        ),
+    ])))
+    .await;
+    assert_refused(
+        &out[0],
+        "the comment contains the value of one of the session's secrets",
+    );
+    assert_refused(&out[1], "the title contains");
+    assert!(!out.iter().any(|v| text(v).contains("sk_live")));
+    assert!(setup.slack.files().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -230,6 +259,11 @@ async fn a_symlink_swapped_while_calls_run_never_leaks_the_other_file() {
     }
     assert_eq!(setup.slack.files().len(), sent);
     println!("{sent} of 40 sent, {} refused, {flips} swaps", 40 - sent);
+    // The swaps really raced the calls: some saw each target.
+    assert!(sent > 0 && sent < 40, "{sent} of 40 sent");
+    for refused in results.iter().filter(|r| r["is_error"] == true) {
+        assert_refused(refused, "outside the session directory");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -325,20 +359,28 @@ async fn cards_render_as_blocks_and_bad_ones_list_every_problem() {
         .iter()
         .map(|b| b["type"].as_str().unwrap_or_default())
         .collect();
-    for expected in [
-        "header",
-        "section",
-        "table",
-        "data_visualization",
-        "divider",
-        "image",
-        "actions",
-    ] {
-        assert!(
-            types.contains(&expected),
-            "{expected} missing from {types:?}"
-        );
-    }
+    assert_eq!(
+        types,
+        [
+            "header",
+            "header",
+            "section",
+            "section",
+            "table",
+            "data_visualization",
+            "section",
+            "divider",
+            "image",
+            "actions"
+        ],
+        "{blocks}"
+    );
+    let table = &blocks[4];
+    assert_eq!(table["rows"][0][0]["text"], "service");
+    assert_eq!(table["rows"][2][1]["text"], "30");
+    assert_eq!(blocks[5]["chart"]["type"], "bar");
+    assert_eq!(blocks[9]["elements"][1]["url"], "http://example.com/logs");
+    assert_eq!(out[0]["structured"]["charts_as_text"], false);
     assert!(
         posted
             .text
@@ -408,17 +450,41 @@ async fn the_http_daemon_serves_registered_sessions_and_checks_host_and_origin()
     let setup = GatewaySetup::new("self-hosted").await;
     std::fs::write(setup.session_dir().join("a.txt"), b"over http").expect("file");
     let daemon = GatewayDaemon::start(&setup.config()).await;
-    let registered = daemon
-        .register(json!({
-            "channel": CHANNEL, "thread_ts": THREAD_TS,
-            "session_dir": setup.session_dir(), "owner": "U0OWNER"
-        }))
-        .await;
+    let context = json!({
+        "channel": CHANNEL, "thread_ts": THREAD_TS,
+        "session_dir": setup.session_dir(), "owner": "U0OWNER"
+    });
+
+    // Registering needs the daemon's token.
+    for token in ["", "not-the-token"] {
+        let refused = daemon.try_register(&context, token).await;
+        assert_eq!(refused.status, 401, "{}", refused.text());
+    }
+    let registered = daemon.register(context).await;
     let mcp_url = registered["mcp_url"].as_str().expect("mcp_url").to_owned();
     let send_url = registered["send_file_url"]
         .as_str()
         .expect("send_file_url")
         .to_owned();
+
+    // A script before any MCP session counts for the session too.
+    let ca = std::path::Path::new("/dev/null");
+    let path = setup.session_dir().join("a.txt");
+    let early = curl(
+        ca,
+        &[
+            "-X",
+            "POST",
+            "-H",
+            "content-type: application/json",
+            "--data",
+            &json!({"path": path}).to_string(),
+            &send_url,
+        ],
+    )
+    .await;
+    assert_eq!(early.status, 200, "{}", early.text());
+
     let mut env = gateway_env();
     env["CALVIN_SEND_FILE_URL"] = json!(send_url);
     let out = drive(json!({
@@ -437,35 +503,46 @@ async fn the_http_daemon_serves_registered_sessions_and_checks_host_and_origin()
         tool_names(&out[0]),
         ["send_file", "post_card", "preview", "unpreview"]
     );
-    assert_eq!(out[1]["is_error"], false, "{}", out[1]);
+    assert_eq!(out[1]["structured"]["sent"], 2, "{}", out[1]);
     assert_refused(&out[2], "the tunnel is disabled on a self-hosted gateway");
     assert_eq!(out[3]["code"], 0, "{}", out[3]);
-    assert_eq!(out[4]["structured"]["sent"], 3, "{}", out[4]);
+    assert_eq!(out[4]["structured"]["sent"], 4, "{}", out[4]);
+    // A second MCP session of the same registration shares the count: a
+    // runner cannot get past a limit by reconnecting.
+    let again = drive(json!({
+        "transport": "http",
+        "url": mcp_url,
+        "steps": [call("send_file", json!({"path": "a.txt"}))]
+    }))
+    .await;
+    assert_eq!(again[0]["structured"]["sent"], 5, "{}", again[0]);
     let files = setup.slack.files();
-    assert_eq!(files.len(), 3);
+    assert_eq!(files.len(), 5);
     assert!(
         files
             .iter()
             .all(|f| f.bytes == b"over http" && f.channel.as_deref() == Some(CHANNEL))
     );
+    assert_eq!(files[2].initial_comment.as_deref(), Some("via the daemon"));
 
-    // DNS rebinding: a foreign Host or Origin is refused.
-    let ca = std::path::Path::new("/dev/null");
-    let foreign_host = curl(
-        ca,
-        &[
-            "-H",
-            "Host: evil.example",
-            &format!("{}/healthz", daemon.base),
-        ],
-    )
-    .await;
-    assert_eq!(foreign_host.status, 403, "{}", foreign_host.text());
+    // DNS rebinding: a foreign Host or Origin is refused; loopback ones,
+    // IPv6 too, are served.
+    let healthz = format!("{}/healthz", daemon.base);
+    let port = daemon.base.rsplit(':').next().expect("port");
+    for (header, status) in [
+        ("Host: evil.example".to_owned(), 403),
+        (format!("Host: [::1]:{port}"), 200),
+        ("Host: [::1]".to_owned(), 200),
+        ("Origin: https://evil.example".to_owned(), 403),
+        ("Origin: http://localhost:3000".to_owned(), 200),
+    ] {
+        let got = curl(ca, &["-H", &header, &healthz]).await;
+        assert_eq!(got.status, status, "{header}: {}", got.text());
+    }
     let foreign_origin = curl(ca, &["-H", "Origin: https://evil.example", &mcp_url]).await;
     assert_eq!(foreign_origin.status, 403, "{}", foreign_origin.text());
     let unknown = curl(ca, &[&format!("{}/sessions/nope/mcp", daemon.base)]).await;
     assert_eq!(unknown.status, 404);
-    tokio::time::sleep(Duration::from_millis(10)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -504,4 +581,42 @@ async fn the_mcp_inspector_cli_lists_the_tools() {
         tool_names(&listed),
         ["send_file", "post_card", "preview", "unpreview"]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_whose_chart_slack_refuses_is_posted_with_the_chart_as_text() {
+    let setup = GatewaySetup::new("one-machine").await;
+    setup.slack.reject_block_type("data_visualization");
+    let out = drive(setup.stdio(json!([call("post_card", json!({"spec": full_card()}))]))).await;
+    assert_eq!(out[0]["is_error"], false, "{}", out[0]);
+    assert_eq!(out[0]["structured"]["charts_as_text"], true);
+    let messages = setup.slack.messages();
+    assert_eq!(messages.len(), 1, "only the second post lands");
+    let blocks = messages[0].blocks.clone().expect("blocks");
+    let text = blocks.to_string();
+    assert!(!text.contains("data_visualization"), "{text}");
+    assert!(
+        text.contains("Latency"),
+        "the chart's summary stays: {text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_slack_rate_limit_is_reported_with_the_wait() {
+    let setup = GatewaySetup::new("one-machine").await;
+    std::fs::write(setup.session_dir().join("a.txt"), b"a").expect("file");
+    setup
+        .slack
+        .rate_limit_next("files.getUploadURLExternal", 60);
+    let out = drive(setup.stdio(json!([
+        call("send_file", json!({"path": "a.txt"})),
+        call("send_file", json!({"path": "a.txt"})),
+    ])))
+    .await;
+    assert_refused(
+        &out[0],
+        "Slack is rate limiting this bot; try again in 60 s",
+    );
+    // The refused call did not count.
+    assert_eq!(out[1]["structured"]["sent"], 1, "{}", out[1]);
 }

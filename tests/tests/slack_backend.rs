@@ -356,3 +356,22 @@ async fn fake_speaks_slack_to_curl() {
     assert_eq!(file.bytes, b"abc");
     assert_eq!(curl_json(&args).await["error"], "file_not_found");
 }
+
+#[tokio::test]
+async fn a_retry_after_longer_than_30_s_fails_at_once_with_the_wait() {
+    let slack = fake().await;
+    slack.rate_limit_next("chat.postMessage", 31);
+    let started = Instant::now();
+    let post = backend(&slack)
+        .post_blocks(&thread(), "done", &section())
+        .await;
+    // No early retry into another 429: the caller hears when to retry.
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        post,
+        Err(ChatError::RateLimited {
+            retry_after_secs: 31
+        })
+    );
+    assert_eq!(slack.calls(), ["chat.postMessage"]);
+}
