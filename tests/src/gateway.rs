@@ -31,16 +31,12 @@ pub struct GatewaySetup {
 
 impl GatewaySetup {
     pub async fn new(mode: &'static str) -> GatewaySetup {
-        // Outside the system temp directory, which send_file allows: an
-        // escape from the session directory must land somewhere refused.
-        let base = binary("calvin-gateway")
-            .parent()
-            .and_then(Path::parent)
-            .expect("target directory")
-            .join("tmp");
-        std::fs::create_dir_all(&base).expect("target/tmp");
-        let dir = tempfile::tempdir_in(&base).expect("tempdir");
+        // The gateway's own TMPDIR is a folder of its own (see `env`), so
+        // an escape from the session directory lands somewhere refused
+        // wherever the checkout lies.
+        let dir = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir(dir.path().join("session")).expect("session dir");
+        std::fs::create_dir(dir.path().join("tmp")).expect("temp dir");
         GatewaySetup {
             dir,
             slack: FakeSlack::start(BOT_TOKEN, &[CHANNEL]).await,
@@ -52,6 +48,20 @@ impl GatewaySetup {
 
     pub fn session_dir(&self) -> PathBuf {
         self.dir.path().join("session")
+    }
+
+    /// The gateway's system temp directory (its TMPDIR): send_file allows
+    /// it besides the session directory.
+    pub fn temp_dir(&self) -> PathBuf {
+        self.dir.path().join("tmp")
+    }
+
+    /// The gateway's environment: [`gateway_env`] with TMPDIR set to
+    /// [`temp_dir`](Self::temp_dir), wherever the checkout lies.
+    pub fn env(&self) -> Value {
+        let mut env = gateway_env();
+        env["TMPDIR"] = json!(self.temp_dir());
+        env
     }
 
     pub fn store_dir(&self) -> PathBuf {
@@ -109,7 +119,7 @@ impl GatewaySetup {
                 "--channel", CHANNEL, "--thread-ts", THREAD_TS,
                 "--session-dir", self.session_dir(),
             ],
-            "env": gateway_env(),
+            "env": self.env(),
             "cwd": self.session_dir(),
             "steps": steps,
         })
@@ -193,13 +203,14 @@ pub struct GatewayDaemon {
 }
 
 impl GatewayDaemon {
-    pub async fn start(config: &Path) -> GatewayDaemon {
+    pub async fn start(setup: &GatewaySetup) -> GatewayDaemon {
         use tokio::io::AsyncBufReadExt;
-        let env = gateway_env();
+        let config = setup.config();
+        let env = setup.env();
         let mut command = tokio::process::Command::new(binary("calvin-gateway"));
         command
             .args(["serve", "--config"])
-            .arg(config)
+            .arg(&config)
             .args(["--listen", "127.0.0.1:0"])
             .stdout(Stdio::piped())
             .kill_on_drop(true);

@@ -110,7 +110,7 @@ async fn send_file_uploads_the_exact_bytes_into_the_thread() {
     let bytes: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
     std::fs::create_dir(setup.session_dir().join("out")).expect("dir");
     std::fs::write(setup.session_dir().join("out/plot.png"), &bytes).expect("file");
-    let temp = tempfile::NamedTempFile::new().expect("temp file");
+    let temp = tempfile::NamedTempFile::new_in(setup.temp_dir()).expect("temp file");
     std::fs::write(temp.path(), b"from the temp dir").expect("temp");
     let out = drive(setup.stdio(json!([
         call("send_file", json!({
@@ -449,7 +449,7 @@ async fn calvin_send_file_shares_the_session_and_its_count_over_stdio() {
 async fn the_http_daemon_serves_registered_sessions_and_checks_host_and_origin() {
     let setup = GatewaySetup::new("self-hosted").await;
     std::fs::write(setup.session_dir().join("a.txt"), b"over http").expect("file");
-    let daemon = GatewayDaemon::start(&setup.config()).await;
+    let daemon = GatewayDaemon::start(&setup).await;
     let context = json!({
         "channel": CHANNEL, "thread_ts": THREAD_TS,
         "session_dir": setup.session_dir(), "owner": "U0OWNER"
