@@ -97,6 +97,19 @@ tokens_file = "{tokens}"
     }
 }
 
+/// Waits until the edge has saved the certificate `serial` (it serves a
+/// new certificate first, then writes it to disk, then logs it).
+async fn wait_saved(edge: &ServeEdge, serial: &str) {
+    let saved = eventually(Duration::from_secs(20), || async {
+        edge.log()
+            .lines()
+            .any(|l| l.contains("new certificate") && l.contains(serial))
+            .then_some(())
+    })
+    .await;
+    assert!(saved.is_some(), "{serial} was not saved:\n{}", edge.log());
+}
+
 /// Waits until the health endpoint reports `ok` with a serial other than
 /// `not`; returns the serial.
 async fn serial_other_than(edge: &ServeEdge, not: Option<&str>) -> Option<String> {
@@ -135,6 +148,7 @@ async fn pebble_issues_the_wildcard_through_the_edge_dns_and_a_renewal_keeps_con
         .await
         .unwrap_or_else(|| panic!("no certificate issued\n{}", s.failed(&edge)));
     let root = s.pebble.issued_root().await;
+    wait_saved(&edge, &serial).await;
 
     // The certificate is for the zone and its wildcard, and kept 0600.
     let (_, health) = edge.health().await;
@@ -284,6 +298,7 @@ async fn a_certificate_that_cannot_be_saved_is_served_and_saved_later_without_or
     let first = serial_other_than(&edge, None)
         .await
         .unwrap_or_else(|| panic!("no certificate issued\n{}", s.failed(&edge)));
+    wait_saved(&edge, &first).await;
     assert_eq!(saved_serial(&s), first);
 
     // The chain's temporary file cannot be made: saving fails.
@@ -347,6 +362,7 @@ async fn a_restart_reuses_the_certificate_and_an_unreachable_ca_keeps_it_serving
         .await
         .unwrap_or_else(|| panic!("no certificate issued\n{}", s.failed(&edge)));
     let root = s.pebble.issued_root().await;
+    wait_saved(&edge, &serial).await;
     let account = std::fs::read(s.path("state/acme/account.json")).expect("account");
     edge.stop().await;
     let before = orders(&std::fs::read_to_string(s.path("edge.log")).expect("log"));
