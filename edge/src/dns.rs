@@ -320,67 +320,63 @@ impl RequestHandler for Handler {
         request: &Request,
         mut response_handle: R,
     ) -> ResponseInfo {
-        let mut edns = None;
-        if let Some(asked) = request.edns.as_ref() {
+        let info = request.request_info();
+        // A request that gets no answer records, and why.
+        let refusal = if request.metadata.message_type != MessageType::Query {
+            Some(ResponseCode::FormErr)
+        } else if request.metadata.op_code != OpCode::Query {
+            Some(ResponseCode::NotImp)
+        } else if request.edns.as_ref().is_some_and(|e| e.version() > 0) {
+            Some(ResponseCode::BADVERS)
+        } else if info.is_err() {
+            Some(ResponseCode::FormErr)
+        } else {
+            None
+        };
+        let edns = request.edns.as_ref().map(|asked| {
             let mut ours = Edns::new();
             ours.set_max_payload(asked.max_payload().clamp(512, MAX_UDP_PAYLOAD));
             ours.set_version(0);
-            edns = Some(ours);
-        }
+            if refusal == Some(ResponseCode::BADVERS) {
+                ours.set_rcode_high(ResponseCode::BADVERS.high());
+            }
+            ours
+        });
         let mut metadata = Metadata::response_from_request(&request.metadata);
         let builder = MessageResponseBuilder::new(&request.queries, edns.as_ref());
-        let bad = |code| {
-            let mut m = metadata;
-            m.response_code = code;
-            m
-        };
-        let result = if request.metadata.message_type != MessageType::Query {
-            response_handle
-                .send_response(builder.build_no_records(bad(ResponseCode::FormErr)))
-                .await
-        } else if request.metadata.op_code != OpCode::Query {
-            response_handle
-                .send_response(builder.build_no_records(bad(ResponseCode::NotImp)))
-                .await
-        } else if request.edns.as_ref().is_some_and(|e| e.version() > 0) {
-            let mut badvers = edns.clone().unwrap_or_default();
-            badvers.set_rcode_high(ResponseCode::BADVERS.high());
-            let builder = MessageResponseBuilder::new(&request.queries, Some(&badvers));
-            response_handle
-                .send_response(builder.build_no_records(bad(ResponseCode::BADVERS)))
-                .await
-        } else {
-            match request.request_info() {
-                Err(_) => {
-                    response_handle
-                        .send_response(builder.build_no_records(bad(ResponseCode::FormErr)))
-                        .await
-                }
-                Ok(info) => {
-                    let answer = self.0.answer(
-                        info.query.name(),
-                        info.query.query_type(),
-                        info.query.query_class(),
-                    );
-                    debug!(
-                        src = %info.src,
-                        name = %info.query.name(),
-                        qtype = %info.query.query_type(),
-                        code = %answer.code,
-                        "dns"
-                    );
-                    metadata.response_code = answer.code;
-                    metadata.authoritative = answer.authoritative;
-                    response_handle
-                        .send_response(builder.build(
-                            metadata,
-                            answer.answers.iter(),
-                            answer.authority.iter(),
-                            std::iter::empty(),
-                            std::iter::empty(),
-                        ))
-                        .await
-                }
+        let result = match (refusal, info) {
+            (None, Ok(info)) => {
+                let query = info.query;
+                let answer = self
+                    .0
+                    .answer(query.name(), query.query_type(), query.query_class());
+                debug!(
+                    src = %info.src,
+                    name = %query.name(),
+                    qtype = %query.query_type(),
+                    code = %answer.code,
+                    "dns"
+                );
+                metadata.response_code = answer.code;
+                metadata.authoritative = answer.authoritative;
+                response_handle
+                    .send_response(builder.build(
+                        metadata,
+                        answer.answers.iter(),
+                        answer.authority.iter(),
+                        std::iter::empty(),
+                        std::iter::empty(),
+                    ))
+                    .await
+            }
+            // `refusal` is set whenever the question cannot be read.
+            (refusal, _) => {
+                let code = refusal.unwrap_or(ResponseCode::FormErr);
+                metadata.response_code = code;
+                debug!(src = %request.src(), %code, "dns request refused");
+                response_handle
+                    .send_response(builder.build_no_records(metadata))
+                    .await
             }
         };
         match result {

@@ -156,6 +156,12 @@ async fn an_answer_too_big_for_udp_is_truncated_and_whole_over_tcp() {
     let edns = dig(dns, &["+notcp", "+ignore", "web.preview.test", "A"]).await;
     assert!(!dig_flags(&edns).contains(&"tc"), "{edns}");
     assert!(edns.contains("ANSWER: 60"), "{edns}");
+
+    // What the zone does not do: answered with the code that says so.
+    let badvers = dig(dns, &["+edns=1", "+noednsneg", "web.preview.test", "A"]).await;
+    assert_eq!(dig_status(&badvers), "BADVERS", "{badvers}");
+    let notify = dig(dns, &["+opcode=notify", "preview.test", "SOA"]).await;
+    assert_eq!(dig_status(&notify), "NOTIMP", "{notify}");
     server.shutdown().await;
 }
 
