@@ -1,0 +1,59 @@
+//! calvin-bench: the load program `bench/run` drives for the figures wrk
+//! and curl cannot measure. Each subcommand prints its results as one JSON
+//! line on stdout.
+//!
+//! - [`rate`]: open-loop constant-rate GETs, latency from each request's
+//!   scheduled send time (figure 3).
+//! - [`first200`]: control API preview call -> first 200 (figure 4).
+//! - [`previews`]: create and delete many previews on one agent (figure 6).
+//! - [`agents`]: many idle agents, each its own QUIC connection (figure 5).
+//! - [`sse`]: an SSE origin stamping each event, and a client measuring the
+//!   delay (figure 7).
+//! - [`target`]: the HTTP/1.1 (+TLS) client they share; [`stats`]: percentiles.
+
+pub mod agents;
+pub mod first200;
+pub mod previews;
+pub mod rate;
+pub mod sse;
+pub mod stats;
+pub mod target;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "calvin-bench",
+    about = "calvin's load program: each subcommand prints one JSON line"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Open-loop GETs at a constant rate; latency from the scheduled time
+    Rate(rate::RateArgs),
+    /// Time from the agent's preview call to the first 200 through the URL
+    First200(first200::First200Args),
+    /// Create then delete N previews on one agent; per-call latency
+    Previews(previews::PreviewsArgs),
+    /// N idle agents, each its own QUIC connection with one preview
+    Agents(agents::AgentsArgs),
+    /// An HTTP origin whose /events streams timestamped server-sent events
+    SseOrigin(sse::OriginArgs),
+    /// Read N events from an SSE URL; delay from the origin's send time
+    Sse(sse::ClientArgs),
+}
+
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Rate(args) => rate::run(args).await,
+        Command::First200(args) => first200::run(args).await,
+        Command::Previews(args) => previews::run(args).await,
+        Command::Agents(args) => agents::run(args).await,
+        Command::SseOrigin(args) => sse::serve_origin(args).await,
+        Command::Sse(args) => sse::run_client(args).await,
+    }
+}

@@ -1,0 +1,175 @@
+//! Open-loop load: GETs scheduled at a constant rate, sent over a fixed set
+//! of keep-alive connections, each latency counted from the request's
+//! scheduled send time. A request that waits for a free connection is late,
+//! and its wait counts (no coordinated omission, as in wrk2).
+//!
+//! A pacer thread (`std::thread::sleep` wakes within tens of microseconds;
+//! tokio's timer only to the millisecond) hands out the scheduled instants;
+//! each connection's task takes the next one when it is free. At the end of
+//! the run, instants nobody took are "missed": they enter the percentiles
+//! with the time they waited so far, a lower bound.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http_body_util::BodyExt;
+use serde_json::json;
+use tokio::sync::{Mutex, mpsc};
+
+use crate::stats::{Samples, emit, micros};
+use crate::target::{Sender, Target, TargetArgs};
+
+/// A request that takes longer than this is an error.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, clap::Args)]
+pub struct RateArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Requests per second
+    #[arg(long)]
+    pub rate: f64,
+    /// Seconds of load
+    #[arg(long, default_value_t = 10.0)]
+    pub duration: f64,
+    /// Keep-alive connections
+    #[arg(long, default_value_t = 64)]
+    pub connections: usize,
+}
+
+#[derive(Default)]
+struct Tally {
+    sent: u64,
+    ok: u64,
+    errors: u64,
+    missed: u64,
+    latencies: Vec<u64>,
+    last_error: Option<String>,
+}
+
+pub async fn run(args: RateArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(args.rate > 0.0, "--rate must be above 0");
+    anyhow::ensure!(args.connections > 0, "--connections must be above 0");
+    let target = Target::new(&args.target)?;
+    // Connected before the clock starts, as wrk does.
+    let mut senders = Vec::with_capacity(args.connections);
+    for _ in 0..args.connections {
+        senders.push(target.connect().await?);
+    }
+    let total = (args.rate * args.duration).round() as u64;
+    let interval = Duration::from_secs_f64(1.0 / args.rate);
+    let start = Instant::now() + Duration::from_millis(50);
+    let end = start + Duration::from_secs_f64(args.duration);
+
+    let (slots, queue) = mpsc::unbounded_channel::<Instant>();
+    let pacer = std::thread::spawn(move || {
+        for i in 0..total {
+            let due = start + interval.mul_f64(i as f64);
+            let now = Instant::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            if slots.send(due).is_err() {
+                break;
+            }
+        }
+    });
+    let queue = Arc::new(Mutex::new(queue));
+    let mut workers = Vec::with_capacity(senders.len());
+    for sender in senders {
+        let (target, queue) = (target.clone(), queue.clone());
+        workers.push(tokio::spawn(worker(target, sender, queue, end)));
+    }
+    let mut tally = Tally::default();
+    for worker in workers {
+        let t = worker.await?;
+        tally.sent += t.sent;
+        tally.ok += t.ok;
+        tally.errors += t.errors;
+        tally.missed += t.missed;
+        tally.latencies.extend(t.latencies);
+        tally.last_error = t.last_error.or(tally.last_error);
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let _ = pacer.join();
+    let samples = Samples::new(tally.latencies);
+    emit(&json!({
+        "rate": args.rate,
+        "scheduled": total,
+        "sent": tally.sent,
+        "ok": tally.ok,
+        "errors": tally.errors,
+        "missed": tally.missed,
+        "rps": tally.ok as f64 / elapsed,
+        "p50_ms": samples.percentile_ms(50.0),
+        "p90_ms": samples.percentile_ms(90.0),
+        "p99_ms": samples.percentile_ms(99.0),
+        "max_ms": samples.max_us() as f64 / 1000.0,
+        "last_error": tally.last_error,
+    }));
+    Ok(())
+}
+
+/// One connection: takes the next scheduled instant, sends, waits for the
+/// whole response, records the latency; reconnects after an error.
+async fn worker(
+    target: Target,
+    sender: Sender,
+    queue: Arc<Mutex<mpsc::UnboundedReceiver<Instant>>>,
+    end: Instant,
+) -> Tally {
+    let mut tally = Tally::default();
+    let mut sender = Some(sender);
+    loop {
+        let Some(due) = queue.lock().await.recv().await else {
+            break;
+        };
+        let now = Instant::now();
+        if now >= end {
+            tally.missed += 1;
+            tally.latencies.push(micros(now - due));
+            continue;
+        }
+        let conn = match sender.take().filter(|c| !c.is_closed()) {
+            Some(conn) => conn,
+            None => match target.connect().await {
+                Ok(conn) => conn,
+                Err(err) => {
+                    tally.errors += 1;
+                    tally.last_error = Some(format!("{err:#}"));
+                    continue;
+                }
+            },
+        };
+        tally.sent += 1;
+        match tokio::time::timeout(REQUEST_TIMEOUT, get(conn, &target)).await {
+            Ok(Ok((conn, status))) if status.is_success() => {
+                tally.ok += 1;
+                tally.latencies.push(micros(due.elapsed()));
+                sender = Some(conn);
+            }
+            Ok(Ok((conn, status))) => {
+                tally.errors += 1;
+                tally.last_error = Some(format!("status {status}"));
+                sender = Some(conn);
+            }
+            Ok(Err(err)) => {
+                tally.errors += 1;
+                tally.last_error = Some(format!("{err:#}"));
+            }
+            Err(_) => {
+                tally.errors += 1;
+                tally.last_error = Some("timed out".into());
+            }
+        }
+    }
+    tally
+}
+
+async fn get(mut conn: Sender, target: &Target) -> anyhow::Result<(Sender, http::StatusCode)> {
+    conn.ready().await?;
+    let response = conn.send_request(target.get()).await?;
+    let status = response.status();
+    response.into_body().collect().await?;
+    Ok((conn, status))
+}
