@@ -1,8 +1,10 @@
 //! Figure 5: N idle agents against one edge. Each is its own QUIC
 //! connection doing the real agent handshake (control stream, Hello with one
-//! preview, Welcome), with the agent's TLS and transport settings
-//! (`calvin_edge::tls::transport_config`, so the same keep-alive). The
-//! connections share a few UDP endpoints, one per `--per-endpoint`.
+//! preview, Welcome), with what the protocol fixes of the agent's transport:
+//! TLS 1.3, the ALPN, the keep-alive and idle timeout, and
+//! `MAX_DATA_STREAMS` streams the edge may open (stream slots cost the edge
+//! memory). The connections share a few UDP endpoints, one per
+//! `--per-endpoint`.
 //!
 //! Prints `{"ready": N, ...}` once every agent is welcomed, then holds the
 //! connections until SIGTERM or Ctrl-C.
@@ -77,13 +79,12 @@ pub async fn run(args: AgentsArgs) -> anyhow::Result<()> {
     let config = client_config(&args)?;
     let mut endpoints = Vec::new();
     for _ in 0..args.count.div_ceil(args.per_endpoint) {
-        let socket = calvin_edge::udp_socket(SocketAddr::from(([0, 0, 0, 0], 0)))?;
-        let mut endpoint = quinn::Endpoint::new(
-            quinn::EndpointConfig::default(),
-            None,
-            socket,
-            Arc::new(quinn::TokioRuntime),
-        )?;
+        let any: SocketAddr = if args.edge.is_ipv6() {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        } else {
+            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+        };
+        let mut endpoint = quinn::Endpoint::client(any)?;
         endpoint.set_default_client_config(config.clone());
         endpoints.push(endpoint);
     }
@@ -165,15 +166,21 @@ async fn agent(
 }
 
 fn client_config(args: &AgentsArgs) -> anyhow::Result<quinn::ClientConfig> {
-    let mut crypto = rustls::ClientConfig::builder_with_provider(calvin_edge::tls::provider())
-        .with_protocol_versions(&[&rustls::version::TLS13])?
-        .with_root_certificates(roots(&args.ca)?)
-        .with_no_client_auth();
+    let mut crypto = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13])?
+    .with_root_certificates(roots(&args.ca)?)
+    .with_no_client_auth();
     crypto.alpn_protocols = vec![calvin_proto::ALPN.to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(crypto)?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-    config.transport_config(Arc::new(calvin_edge::tls::transport_config(
-        calvin_proto::MAX_DATA_STREAMS,
-    )));
+    let mut transport = quinn::TransportConfig::default();
+    transport
+        .keep_alive_interval(Some(calvin_proto::KEEP_ALIVE_INTERVAL))
+        .max_idle_timeout(quinn::IdleTimeout::try_from(calvin_proto::IDLE_TIMEOUT).ok())
+        .max_concurrent_bidi_streams(calvin_proto::MAX_DATA_STREAMS.into())
+        .max_concurrent_uni_streams(0u32.into());
+    config.transport_config(Arc::new(transport));
     Ok(config)
 }

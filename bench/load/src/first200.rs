@@ -9,11 +9,10 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use calvin_agent::api::PreviewCreated;
-use calvin_agent::control_client::ControlClient;
 use http_body_util::BodyExt;
 use serde_json::json;
 
+use crate::control::ControlClient;
 use crate::stats::{Samples, emit};
 use crate::target::{Target, TargetArgs};
 
@@ -49,11 +48,7 @@ pub async fn run(args: First200Args) -> anyhow::Result<()> {
     for trial in 0..args.trials {
         let name = format!("{}-{pid}-{trial}", args.prefix);
         let started = Instant::now();
-        let answer = client
-            .preview(args.port.into(), Some(name.clone()))
-            .await?
-            .parse::<PreviewCreated>()
-            .map_err(|e| anyhow::anyhow!("preview {name}: {} ({})", e.error, e.code))?;
+        let answer = client.preview(args.port, &name).await?;
         calls.push(started.elapsed());
         let host = authority(&answer.url).with_context(|| format!("URL {}", answer.url))?;
         let target = edge.with_host(host);
@@ -74,11 +69,7 @@ pub async fn run(args: First200Args) -> anyhow::Result<()> {
         if attempts > 1 {
             retried += 1;
         }
-        client
-            .unpreview(&answer.name)
-            .await?
-            .parse::<serde_json::Value>()
-            .map_err(|e| anyhow::anyhow!("unpreview {name}: {}", e.error))?;
+        client.unpreview(&answer.name).await?;
     }
     let totals = Samples::from_durations(&totals);
     let calls = Samples::from_durations(&calls);

@@ -9,9 +9,14 @@
 //! - [`agents`]: many idle agents, each its own QUIC connection (figure 5).
 //! - [`sse`]: an SSE origin stamping each event, and a client measuring the
 //!   delay (figure 7).
-//! - [`target`]: the HTTP/1.1 (+TLS) client they share; [`stats`]: percentiles.
+//! - [`target`]: the HTTP/1.1 (+TLS) client they share; [`control`]: the
+//!   agent's control API; [`stats`]: percentiles.
+//!
+//! It depends on calvin-proto alone (the wire protocol), not on the edge or
+//! agent crates, so it builds while their internals change.
 
 pub mod agents;
+pub mod control;
 pub mod first200;
 pub mod previews;
 pub mod rate;

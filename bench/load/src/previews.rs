@@ -4,10 +4,11 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use calvin_agent::api::{PreviewCreated, PreviewDeleted};
-use calvin_agent::control_client::ControlClient;
+use anyhow::Context;
+
 use serde_json::json;
 
+use crate::control::ControlClient;
 use crate::stats::{Samples, emit};
 
 #[derive(Debug, clap::Args)]
@@ -35,10 +36,9 @@ pub async fn run(args: PreviewsArgs) -> anyhow::Result<()> {
         let name = format!("{}-{pid}-{i}", args.prefix);
         let t = Instant::now();
         let made = client
-            .preview(args.port.into(), Some(name.clone()))
-            .await?
-            .parse::<PreviewCreated>()
-            .map_err(|e| anyhow::anyhow!("preview {i} ({name}): {} ({})", e.error, e.code))?;
+            .preview(args.port, &name)
+            .await
+            .with_context(|| format!("preview {} of {}", i + 1, args.count))?;
         create.push(t.elapsed());
         names.push(made.name);
     }
@@ -47,11 +47,7 @@ pub async fn run(args: PreviewsArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     for name in &names {
         let t = Instant::now();
-        client
-            .unpreview(name)
-            .await?
-            .parse::<PreviewDeleted>()
-            .map_err(|e| anyhow::anyhow!("unpreview {name}: {} ({})", e.error, e.code))?;
+        client.unpreview(name).await?;
         delete.push(t.elapsed());
     }
     let delete_secs = started.elapsed().as_secs_f64();

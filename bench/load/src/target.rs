@@ -153,7 +153,7 @@ where
 }
 
 fn client_config(ca: Option<&Path>, insecure: bool) -> anyhow::Result<rustls::ClientConfig> {
-    let provider = calvin_edge::tls::provider();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()?;
     let mut config = if insecure {
