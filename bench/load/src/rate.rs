@@ -5,9 +5,13 @@
 //!
 //! A pacer thread (`std::thread::sleep` wakes within tens of microseconds;
 //! tokio's timer only to the millisecond) hands out the scheduled instants;
-//! each connection's task takes the next one when it is free. At the end of
-//! the run, instants nobody took are "missed": they enter the percentiles
-//! with the time they waited so far, a lower bound.
+//! each connection's task takes the next one when it is free. Instants
+//! nobody took within `DRAIN` of the end are "missed": they enter the
+//! percentiles with the time they waited so far, a lower bound.
+//!
+//! Each connection carries one request before the clock starts, so a tunnel
+//! has set up its path for it (a data channel, an upstream stream) and the
+//! figure is the steady state.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,6 +25,8 @@ use crate::target::{Sender, Target, TargetArgs};
 
 /// A request that takes longer than this is an error.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Instants still queued this long after the end are not sent.
+const DRAIN: Duration = Duration::from_secs(1);
 
 #[derive(Debug, clap::Args)]
 pub struct RateArgs {
@@ -45,16 +51,28 @@ struct Tally {
     missed: u64,
     latencies: Vec<u64>,
     last_error: Option<String>,
+    /// When the last successful response ended.
+    last_done: Option<Instant>,
 }
 
 pub async fn run(args: RateArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.rate > 0.0, "--rate must be above 0");
     anyhow::ensure!(args.connections > 0, "--connections must be above 0");
     let target = Target::new(&args.target)?;
-    // Connected before the clock starts, as wrk does.
-    let mut senders = Vec::with_capacity(args.connections);
+    // Connected, and one request each, before the clock starts.
+    let mut warming = tokio::task::JoinSet::new();
     for _ in 0..args.connections {
-        senders.push(target.connect().await?);
+        let target = target.clone();
+        warming.spawn(async move {
+            let conn = target.connect().await?;
+            let (conn, status) = get(conn, &target).await?;
+            anyhow::ensure!(status.is_success(), "warm-up request: {status}");
+            anyhow::Ok(conn)
+        });
+    }
+    let mut senders = Vec::with_capacity(args.connections);
+    while let Some(conn) = warming.join_next().await {
+        senders.push(conn??);
     }
     let total = (args.rate * args.duration).round() as u64;
     let interval = Duration::from_secs_f64(1.0 / args.rate);
@@ -78,7 +96,7 @@ pub async fn run(args: RateArgs) -> anyhow::Result<()> {
     let mut workers = Vec::with_capacity(senders.len());
     for sender in senders {
         let (target, queue) = (target.clone(), queue.clone());
-        workers.push(tokio::spawn(worker(target, sender, queue, end)));
+        workers.push(tokio::spawn(worker(target, sender, queue, end + DRAIN)));
     }
     let mut tally = Tally::default();
     for worker in workers {
@@ -89,8 +107,9 @@ pub async fn run(args: RateArgs) -> anyhow::Result<()> {
         tally.missed += t.missed;
         tally.latencies.extend(t.latencies);
         tally.last_error = t.last_error.or(tally.last_error);
+        tally.last_done = tally.last_done.max(t.last_done);
     }
-    let elapsed = start.elapsed().as_secs_f64();
+    let elapsed = tally.last_done.map_or(0.0, |t| (t - start).as_secs_f64());
     let _ = pacer.join();
     let samples = Samples::new(tally.latencies);
     emit(&json!({
@@ -100,7 +119,7 @@ pub async fn run(args: RateArgs) -> anyhow::Result<()> {
         "ok": tally.ok,
         "errors": tally.errors,
         "missed": tally.missed,
-        "rps": tally.ok as f64 / elapsed,
+        "rps": if elapsed > 0.0 { tally.ok as f64 / elapsed } else { 0.0 },
         "p50_ms": samples.percentile_ms(50.0),
         "p90_ms": samples.percentile_ms(90.0),
         "p99_ms": samples.percentile_ms(99.0),
@@ -116,7 +135,7 @@ async fn worker(
     target: Target,
     sender: Sender,
     queue: Arc<Mutex<mpsc::UnboundedReceiver<Instant>>>,
-    end: Instant,
+    stop: Instant,
 ) -> Tally {
     let mut tally = Tally::default();
     let mut sender = Some(sender);
@@ -125,7 +144,7 @@ async fn worker(
             break;
         };
         let now = Instant::now();
-        if now >= end {
+        if now >= stop {
             tally.missed += 1;
             tally.latencies.push(micros(now - due));
             continue;
@@ -145,7 +164,9 @@ async fn worker(
         match tokio::time::timeout(REQUEST_TIMEOUT, get(conn, &target)).await {
             Ok(Ok((conn, status))) if status.is_success() => {
                 tally.ok += 1;
-                tally.latencies.push(micros(due.elapsed()));
+                let done = Instant::now();
+                tally.latencies.push(micros(done - due));
+                tally.last_done = Some(done);
                 sender = Some(conn);
             }
             Ok(Ok((conn, status))) => {
