@@ -99,16 +99,22 @@ impl EdgeAddress {
             (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
         };
         let socket = calvin_edge::udp_socket(local).map_err(TransportError::Socket)?;
-        let mut endpoint = quinn::Endpoint::new(
-            quinn::EndpointConfig::default(),
+        let endpoint = quinn::Endpoint::new(
+            calvin_edge::tls::endpoint_config(quinn::EndpointConfig::default()),
             None,
             socket,
             Arc::new(quinn::TokioRuntime),
         )
         .map_err(TransportError::Socket)?;
-        endpoint.set_default_client_config(self.config.clone());
+        let mut config = self.config.clone();
+        if calvin_edge::tls::is_loopback(addr) {
+            config.transport_config(Arc::new(calvin_edge::tls::transport_config_for(
+                calvin_proto::MAX_DATA_STREAMS,
+                true,
+            )));
+        }
         let connecting = endpoint
-            .connect(addr, &self.server_name)
+            .connect_with(config, addr, &self.server_name)
             .map_err(|e| TransportError::Connect(e.to_string()))?;
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, connecting).await {
             Ok(Ok(conn)) => Ok(conn),

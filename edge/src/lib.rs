@@ -340,6 +340,7 @@ impl Edge {
                 idle_timeout: Duration::from_secs(limits.upstream_idle_timeout_secs),
             }),
             hello_timeout: Duration::from_secs(limits.hello_timeout_secs),
+            loopback_quic: Arc::new(tls::quic_config_for(certs.clone(), true)?),
         });
         let renewal = Renewal::default();
         let health = Health::new(certs.clone(), renewal.clone(), certificates.source());
@@ -525,6 +526,26 @@ pub fn init_tracing() {
         .try_init();
 }
 
+/// The tokio runtime a calvin process runs on. `CALVIN_THREADS` picks
+/// its worker threads; 1 (or `default_threads` of 1 when unset) is a
+/// single-threaded runtime, which spends no time handing tasks and wake-ups
+/// between threads.
+pub fn runtime(default_threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    let threads = std::env::var("CALVIN_THREADS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(default_threads);
+    let mut builder = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
+    builder.enable_all().build()
+}
+
 /// Resolves on SIGTERM or Ctrl-C. A second one exits at once. The signals
 /// are caught from the call on (not from the first poll), so a signal that
 /// comes while the edge is starting is not lost to the default action.
@@ -627,6 +648,7 @@ fn quic_endpoint(
     config.cid_generator(move || {
         Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
     });
+    let config = tls::endpoint_config(config);
     quinn::Endpoint::new(config, Some(server), socket, Arc::new(quinn::TokioRuntime))
         .map_err(QuicBindError::Io)
 }

@@ -90,19 +90,72 @@ const AGENT_STREAMS: u32 = 4;
 
 /// The QUIC transport both sides use: the protocol's keep-alive and idle
 /// timeout, `bidi_streams` streams the peer may open, no uni streams.
+///
+/// On a `loopback` path (agent and edge on one machine) packets start and
+/// stay at 9,000 bytes and may grow to the loopback MTU, without GSO: the
+/// default path settles at 1,452-byte packets, six times the packets, and
+/// their per-packet cost (encryption, syscalls, wake-ups) capped a 1 GiB
+/// download at 0.6x of rathole (see DEPENDENCIES.md). Never on another
+/// path: the floor would break a path narrower than 9,000 bytes.
 pub fn transport_config(bidi_streams: u32) -> quinn::TransportConfig {
+    transport_config_for(bidi_streams, false)
+}
+
+/// [`transport_config`] for a path that is or is not `loopback`.
+pub fn transport_config_for(bidi_streams: u32, loopback: bool) -> quinn::TransportConfig {
     let mut transport = quinn::TransportConfig::default();
     transport
         .keep_alive_interval(Some(calvin_proto::KEEP_ALIVE_INTERVAL))
         .max_idle_timeout(quinn::IdleTimeout::try_from(calvin_proto::IDLE_TIMEOUT).ok())
         .max_concurrent_bidi_streams(bidi_streams.into())
         .max_concurrent_uni_streams(0u32.into());
+    if loopback {
+        let mut mtu = quinn::MtuDiscoveryConfig::default();
+        mtu.upper_bound(LOOPBACK_MAX_MTU);
+        transport
+            .initial_mtu(LOOPBACK_MTU)
+            .min_mtu(LOOPBACK_MTU)
+            .mtu_discovery_config(Some(mtu))
+            // Ten 9,000-byte segments overflow one UDP send.
+            .enable_segmentation_offload(false);
+    }
     transport
 }
 
+/// QUIC packet sizes on loopback: the floor and start, and the most MTU
+/// discovery tries (UDP's largest payload over IPv4).
+const LOOPBACK_MTU: u16 = 9_000;
+const LOOPBACK_MAX_MTU: u16 = MAX_UDP_PAYLOAD;
+
+/// The largest UDP payload an endpoint takes in (quinn's default is 1,472,
+/// which a peer honours, so jumbo packets need it raised on both sides).
+/// Only what this side accepts: a sender still probes its path's MTU.
+pub const MAX_UDP_PAYLOAD: u16 = 65_527;
+
+/// An endpoint configuration that accepts packets up to [`MAX_UDP_PAYLOAD`].
+pub fn endpoint_config(mut config: quinn::EndpointConfig) -> quinn::EndpointConfig {
+    config
+        .max_udp_payload_size(MAX_UDP_PAYLOAD)
+        .expect("65,527 is within QUIC's bounds");
+    config
+}
+
+/// Whether `addr` is this machine (including IPv4-mapped loopback).
+pub fn is_loopback(addr: std::net::SocketAddr) -> bool {
+    addr.ip().to_canonical().is_loopback()
+}
+
 /// The QUIC listener's configuration for agents (ALPN `calvin/1`), the
-/// same certificate as HTTPS.
+/// same certificate as HTTPS; `loopback` for agents on this machine.
 pub fn quic_config(certs: Arc<CertStore>) -> Result<quinn::ServerConfig, TlsError> {
+    quic_config_for(certs, false)
+}
+
+/// [`quic_config`] for agents that are or are not on this machine.
+pub fn quic_config_for(
+    certs: Arc<CertStore>,
+    loopback: bool,
+) -> Result<quinn::ServerConfig, TlsError> {
     let mut crypto = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()
@@ -111,6 +164,6 @@ pub fn quic_config(certs: Arc<CertStore>) -> Result<quinn::ServerConfig, TlsErro
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
         .map_err(|e| TlsError::Quic(e.to_string()))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    config.transport_config(Arc::new(transport_config(AGENT_STREAMS)));
+    config.transport_config(Arc::new(transport_config_for(AGENT_STREAMS, loopback)));
     Ok(config)
 }

@@ -34,6 +34,8 @@ pub(crate) struct AgentHub {
     pub upstream: Arc<UpstreamSettings>,
     /// Time from the connection's start to its Hello.
     pub hello_timeout: Duration,
+    /// The QUIC configuration for agents on this machine (jumbo packets).
+    pub loopback_quic: Arc<quinn::ServerConfig>,
 }
 
 /// Accepts agents until `stop` turns true. Connections already made stay
@@ -61,7 +63,16 @@ pub(crate) async fn accept_agents(
 }
 
 async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
-    let conn = match tokio::time::timeout(hub.hello_timeout, incoming).await {
+    let connecting = if crate::tls::is_loopback(incoming.remote_address()) {
+        incoming.accept_with(hub.loopback_quic.clone())
+    } else {
+        incoming.accept()
+    };
+    let connecting = match connecting {
+        Ok(connecting) => connecting,
+        Err(err) => return debug!(%err, "handshake failed"),
+    };
+    let conn = match tokio::time::timeout(hub.hello_timeout, connecting).await {
         Ok(Ok(conn)) => conn,
         Ok(Err(err)) => return debug!(%err, "handshake failed"),
         Err(_) => return debug!("handshake timed out"),
