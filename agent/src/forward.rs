@@ -82,7 +82,7 @@ async fn serve_stream(
     debug!(name = %header.name, port = %header.port, client = %header.client, "forwarding");
     let mut tunnel = TunnelStream::new(recv, send);
     let mut tcp = tcp;
-    if let Err(err) = tokio::io::copy_bidirectional(&mut tunnel, &mut tcp).await {
+    if let Err(err) = tunnel.splice(&mut tcp).await {
         // A reset on either side is passed on as a reset, never as a clean
         // end that would make a cut-off transfer look complete.
         debug!(%err, "stream cut off");
