@@ -164,6 +164,12 @@ pub fn quic_config_for(
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
         .map_err(|e| TlsError::Quic(e.to_string()))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    config.transport_config(Arc::new(transport_config_for(AGENT_STREAMS, loopback)));
+    let mut transport = transport_config_for(AGENT_STREAMS, loopback);
+    // The agents' pings keep each path alive and both idle timers reset;
+    // the edge answers them and sends none of its own, which halves the
+    // packets an idle agent costs it. A silent agent still ends at the
+    // idle timeout.
+    transport.keep_alive_interval(None);
+    config.transport_config(Arc::new(transport));
     Ok(config)
 }
