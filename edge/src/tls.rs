@@ -173,3 +173,20 @@ pub fn quic_config_for(
     config.transport_config(Arc::new(transport));
     Ok(config)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_addresses_include_mapped_ipv4() {
+        let is = |s: &str| is_loopback(s.parse().unwrap());
+        assert!(is("127.0.0.1:4443"));
+        assert!(is("127.3.2.1:4443"));
+        assert!(is("[::1]:4443"));
+        assert!(is("[::ffff:127.0.0.1]:4443"));
+        assert!(!is("10.0.0.1:4443"));
+        assert!(!is("[::ffff:10.0.0.1]:4443"));
+        assert!(!is("[2001:db8::1]:4443"));
+    }
+}
