@@ -7,14 +7,7 @@ use clap::Parser;
 fn main() -> ExitCode {
     // The agent relays bytes; one thread does it without handing tasks
     // and wake-ups between threads.
-    let runtime = match calvin_edge::runtime(1) {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("cannot start the runtime: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(main_async())
+    calvin_edge::block_on(1, main_async())
 }
 
 async fn main_async() -> ExitCode {

@@ -530,12 +530,9 @@ pub fn init_tracing() {
 /// its worker threads; 1 (or `default_threads` of 1 when unset) is a
 /// single-threaded runtime, which spends no time handing tasks and wake-ups
 /// between threads.
-pub fn runtime(default_threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
-    let threads = std::env::var("CALVIN_THREADS")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|n| *n > 0)
-        .unwrap_or(default_threads);
+fn runtime(default_threads: usize) -> Result<tokio::runtime::Runtime, String> {
+    let value = std::env::var("CALVIN_THREADS").ok();
+    let threads = runtime_threads(value.as_deref(), default_threads)?;
     let mut builder = if threads <= 1 {
         tokio::runtime::Builder::new_current_thread()
     } else {
@@ -543,7 +540,39 @@ pub fn runtime(default_threads: usize) -> std::io::Result<tokio::runtime::Runtim
         b.worker_threads(threads);
         b
     };
-    builder.enable_all().build()
+    builder
+        .enable_all()
+        .build()
+        .map_err(|err| format!("cannot start the tokio runtime: {err}"))
+}
+
+/// The worker threads `CALVIN_THREADS` asks for (1 to 1,024), or the
+/// default when it is unset.
+fn runtime_threads(value: Option<&str>, default_threads: usize) -> Result<usize, String> {
+    let Some(value) = value else {
+        return Ok(default_threads.max(1));
+    };
+    match value.trim().parse::<usize>() {
+        Ok(n @ 1..=1024) => Ok(n),
+        _ => Err(format!(
+            "CALVIN_THREADS must be a number of threads from 1 to 1024, not {value:?}"
+        )),
+    }
+}
+
+/// Runs a binary's `main` on [`runtime`]; a runtime that cannot start is
+/// reported and ends the process with a failure.
+pub fn block_on(
+    default_threads: usize,
+    main: impl Future<Output = std::process::ExitCode>,
+) -> std::process::ExitCode {
+    match runtime(default_threads) {
+        Ok(runtime) => runtime.block_on(main),
+        Err(err) => {
+            eprintln!("{err}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 /// Resolves on SIGTERM or Ctrl-C. A second one exits at once. The signals
@@ -675,6 +704,19 @@ pub fn udp_socket(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn calvin_threads_from_1_to_1024() {
+        assert_eq!(runtime_threads(None, 3), Ok(3));
+        assert_eq!(runtime_threads(None, 0), Ok(1));
+        assert_eq!(runtime_threads(Some("1"), 3), Ok(1));
+        assert_eq!(runtime_threads(Some(" 4 "), 1), Ok(4));
+        assert_eq!(runtime_threads(Some("1024"), 1), Ok(1024));
+        for bad in ["0", "1025", "two", "", "-1"] {
+            let err = runtime_threads(Some(bad), 1).unwrap_err();
+            assert!(err.contains("CALVIN_THREADS must be"), "{bad:?}: {err}");
+        }
+    }
 
     #[test]
     fn url_template_names_the_port_unless_443() {

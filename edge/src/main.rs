@@ -37,14 +37,7 @@ fn main() -> ExitCode {
     // runs the receiving side of every send): on 2 cores one thread served
     // 8-13% more 1 KiB GETs and 40% more download than two (bench/).
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let runtime = match calvin_edge::runtime(cores.saturating_sub(1).max(1)) {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("cannot start the runtime: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    runtime.block_on(main_async())
+    calvin_edge::block_on(cores.saturating_sub(1).max(1), main_async())
 }
 
 async fn main_async() -> ExitCode {

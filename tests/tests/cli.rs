@@ -512,3 +512,37 @@ async fn shutdown_waits_for_an_open_websocket_up_to_the_grace_period() {
         "stopped after {took:?} with a 2 s grace period"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calvin_threads_is_checked_before_anything_starts() {
+    for bin in ["calvin-edge", "calvin-agent"] {
+        for (value, ok) in [
+            ("1", true),
+            ("1024", true),
+            ("0", false),
+            ("1025", false),
+            ("two", false),
+        ] {
+            let out = tokio::process::Command::new(binary(bin))
+                .arg("--version")
+                .env("CALVIN_THREADS", value)
+                .output()
+                .await
+                .expect("runs");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.success(),
+                ok,
+                "{bin} CALVIN_THREADS={value}: {stderr}"
+            );
+            if !ok {
+                assert!(
+                    stderr.contains(&format!(
+                        "CALVIN_THREADS must be a number of threads from 1 to 1024, not \"{value}\""
+                    )),
+                    "{bin} CALVIN_THREADS={value}: {stderr}"
+                );
+            }
+        }
+    }
+}
