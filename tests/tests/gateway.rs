@@ -243,14 +243,28 @@ async fn a_symlink_swapped_while_calls_run_never_leaks_the_other_file() {
             flips
         })
     };
-    let calls: Vec<Value> = (0..40)
-        .map(|_| json!({"tool": "send_file", "args": {"path": "link"}}))
-        .collect();
-    let out = drive(setup.stdio(json!([{ "op": "parallel", "calls": calls }]))).await;
+    // Batches of 40 parallel calls, until both targets have been seen: a
+    // busy machine can deschedule the swapper for a whole batch, so one
+    // batch alone may see a single target.
+    let (mut sent, mut refused, mut batches) = (0, 0, 0);
+    while batches < 10 && (sent == 0 || refused == 0) {
+        batches += 1;
+        let calls: Vec<Value> = (0..40)
+            .map(|_| json!({"tool": "send_file", "args": {"path": "link"}}))
+            .collect();
+        let out = drive(setup.stdio(json!([{ "op": "parallel", "calls": calls }]))).await;
+        let results = out[0]["results"].as_array().expect("results");
+        for result in results {
+            if result["is_error"] == true {
+                assert_refused(result, "outside the session directory");
+                refused += 1;
+            } else {
+                sent += 1;
+            }
+        }
+    }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let flips = swapper.join().expect("swapper");
-    let results = out[0]["results"].as_array().expect("results");
-    let sent = results.iter().filter(|r| r["is_error"] == false).count();
     for file in setup.slack.files() {
         assert_eq!(
             file.bytes, b"inside bytes",
@@ -258,12 +272,9 @@ async fn a_symlink_swapped_while_calls_run_never_leaks_the_other_file() {
         );
     }
     assert_eq!(setup.slack.files().len(), sent);
-    println!("{sent} of 40 sent, {} refused, {flips} swaps", 40 - sent);
+    println!("{batches} batches: {sent} sent, {refused} refused, {flips} swaps");
     // The swaps really raced the calls: some saw each target.
-    assert!(sent > 0 && sent < 40, "{sent} of 40 sent");
-    for refused in results.iter().filter(|r| r["is_error"] == true) {
-        assert_refused(refused, "outside the session directory");
-    }
+    assert!(sent > 0 && refused > 0, "{sent} sent, {refused} refused");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
