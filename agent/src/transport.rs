@@ -108,7 +108,7 @@ impl EdgeAddress {
         .map_err(TransportError::Socket)?;
         let mut config = self.config.clone();
         if calvin_edge::tls::is_loopback(addr) {
-            config.transport_config(Arc::new(calvin_edge::tls::transport_config_for(
+            config.transport_config(Arc::new(calvin_edge::tls::transport_config(
                 calvin_proto::MAX_DATA_STREAMS,
                 true,
             )));
@@ -177,6 +177,7 @@ fn client_config(roots: RootCertStore) -> Result<quinn::ClientConfig, TransportE
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
     config.transport_config(Arc::new(calvin_edge::tls::transport_config(
         calvin_proto::MAX_DATA_STREAMS,
+        false,
     )));
     Ok(config)
 }

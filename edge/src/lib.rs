@@ -340,7 +340,7 @@ impl Edge {
                 idle_timeout: Duration::from_secs(limits.upstream_idle_timeout_secs),
             }),
             hello_timeout: Duration::from_secs(limits.hello_timeout_secs),
-            loopback_quic: Arc::new(tls::quic_config_for(certs.clone(), true)?),
+            loopback_quic: Arc::new(tls::quic_config(certs.clone(), true)?),
         });
         let renewal = Renewal::default();
         let health = Health::new(certs.clone(), renewal.clone(), certificates.source());
@@ -664,7 +664,7 @@ fn quic_endpoint(
     settings: &Settings,
     certs: Arc<CertStore>,
 ) -> Result<quinn::Endpoint, QuicBindError> {
-    let server = tls::quic_config(certs).map_err(QuicBindError::Tls)?;
+    let server = tls::quic_config(certs, false).map_err(QuicBindError::Tls)?;
     let socket = udp_socket(addr).map_err(QuicBindError::Io)?;
     let reset_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &settings.reset_key);
     // quinn drops packets whose connection ID another generator key signed,

@@ -97,12 +97,7 @@ const AGENT_STREAMS: u32 = 4;
 /// their per-packet cost (encryption, syscalls, wake-ups) capped a 1 GiB
 /// download at 0.6x of rathole (see DEPENDENCIES.md). Never on another
 /// path: the floor would break a path narrower than 9,000 bytes.
-pub fn transport_config(bidi_streams: u32) -> quinn::TransportConfig {
-    transport_config_for(bidi_streams, false)
-}
-
-/// [`transport_config`] for a path that is or is not `loopback`.
-pub fn transport_config_for(bidi_streams: u32, loopback: bool) -> quinn::TransportConfig {
+pub fn transport_config(bidi_streams: u32, loopback: bool) -> quinn::TransportConfig {
     let mut transport = quinn::TransportConfig::default();
     transport
         .keep_alive_interval(Some(calvin_proto::KEEP_ALIVE_INTERVAL))
@@ -147,15 +142,7 @@ pub fn is_loopback(addr: std::net::SocketAddr) -> bool {
 
 /// The QUIC listener's configuration for agents (ALPN `calvin/1`), the
 /// same certificate as HTTPS; `loopback` for agents on this machine.
-pub fn quic_config(certs: Arc<CertStore>) -> Result<quinn::ServerConfig, TlsError> {
-    quic_config_for(certs, false)
-}
-
-/// [`quic_config`] for agents that are or are not on this machine.
-pub fn quic_config_for(
-    certs: Arc<CertStore>,
-    loopback: bool,
-) -> Result<quinn::ServerConfig, TlsError> {
+pub fn quic_config(certs: Arc<CertStore>, loopback: bool) -> Result<quinn::ServerConfig, TlsError> {
     let mut crypto = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()
@@ -164,7 +151,7 @@ pub fn quic_config_for(
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
         .map_err(|e| TlsError::Quic(e.to_string()))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    let mut transport = transport_config_for(AGENT_STREAMS, loopback);
+    let mut transport = transport_config(AGENT_STREAMS, loopback);
     // The agents' pings keep each path alive and both idle timers reset;
     // the edge answers them and sends none of its own, which halves the
     // packets an idle agent costs it. A silent agent still ends at the

@@ -534,3 +534,28 @@ pub async fn wait_until(limit: Duration, done: impl Fn() -> bool) -> bool {
     .await
     .is_some()
 }
+
+/// A QUIC server with the edge's agent configuration (not the loopback
+/// one) on quinn's default endpoint, and the address an agent dials to
+/// reach it; the folder holds its dev CA.
+pub fn plain_quic_server() -> (
+    quinn::Endpoint,
+    calvin_agent::EdgeAddress,
+    tempfile::TempDir,
+) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = calvin_edge::dev::load_or_create(dir.path(), DOMAIN).expect("state");
+    let certs = std::sync::Arc::new(calvin_edge::cert_store::CertStore::new());
+    certs.install(&state.tls).expect("dev certificate");
+    let server = calvin_edge::tls::quic_config(certs, false).expect("quic config");
+    let endpoint =
+        quinn::Endpoint::server(server, "127.0.0.1:0".parse().expect("addr")).expect("endpoint");
+    let addr = endpoint.local_addr().expect("addr");
+    let edge = calvin_agent::EdgeAddress::new(
+        &addr.to_string(),
+        Some(&state.ca_path()),
+        Some("localhost"),
+    )
+    .expect("edge address");
+    (endpoint, edge, dir)
+}

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use calvin_agent::{Agent, EdgeAddress};
+use calvin_agent::Agent;
 use calvin_proto::io::{read_frame, write_frame};
 use calvin_proto::{
     AgentMessage, EdgeMessage, Port, Preview, PreviewName, StreamAnswer, StreamHeader,
@@ -20,16 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// A fake edge: answers the agent's hello and open requests like the real
 /// one, and hands the test the agent's connection.
 async fn fake_edge() -> (Agent, quinn::Connection, tempfile::TempDir) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let state = calvin_edge::dev::load_or_create(dir.path(), DOMAIN).expect("state");
-    let certs = std::sync::Arc::new(calvin_edge::cert_store::CertStore::new());
-    certs.install(&state.tls).expect("dev certificate");
-    let server = calvin_edge::tls::quic_config(certs).expect("quic config");
-    let endpoint =
-        quinn::Endpoint::server(server, "127.0.0.1:0".parse().expect("addr")).expect("endpoint");
-    let addr = endpoint.local_addr().expect("addr");
-    let edge = EdgeAddress::new(&addr.to_string(), Some(&state.ca_path()), Some("localhost"))
-        .expect("address");
+    let (endpoint, edge, dir) = plain_quic_server();
     let agent = Agent::new(edge, "any-token".into());
     let runner = agent.clone();
     tokio::spawn(async move { runner.run(std::future::pending()).await });

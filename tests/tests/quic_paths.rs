@@ -35,14 +35,7 @@ async fn an_agent_on_this_machine_gets_jumbo_packets() {
     // The same dial to a QUIC server with quinn's default endpoint (which
     // takes datagrams of 1,472 bytes at most) stays at Ethernet size: the
     // edge's raised limit is what lets the agent's packets grow.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let state = calvin_edge::dev::load_or_create(dir.path(), DOMAIN).expect("state");
-    let certs = std::sync::Arc::new(calvin_edge::cert_store::CertStore::new());
-    certs.install(&state.tls).expect("dev certificate");
-    let server = calvin_edge::tls::quic_config(certs).expect("quic config");
-    let plain =
-        quinn::Endpoint::server(server, "127.0.0.1:0".parse().expect("addr")).expect("endpoint");
-    let plain_addr = plain.local_addr().expect("addr");
+    let (plain, address, _dir) = plain_quic_server();
     let accept = tokio::spawn(async move {
         let conn = plain
             .accept()
@@ -52,12 +45,6 @@ async fn an_agent_on_this_machine_gets_jumbo_packets() {
             .expect("handshake");
         conn.closed().await;
     });
-    let address = EdgeAddress::new(
-        &plain_addr.to_string(),
-        Some(&state.ca_path()),
-        Some("localhost"),
-    )
-    .expect("address");
     let small = address.connect().await.expect("handshake");
     let mtu = settled_mtu(&small).await;
     assert!(
