@@ -108,10 +108,7 @@ impl EdgeAddress {
         .map_err(TransportError::Socket)?;
         let mut config = self.config.clone();
         if calvin_edge::tls::is_loopback(addr) {
-            config.transport_config(Arc::new(calvin_edge::tls::transport_config(
-                calvin_proto::MAX_DATA_STREAMS,
-                true,
-            )));
+            config.transport_config(Arc::new(calvin_edge::tls::agent_transport_config(true)));
         }
         let connecting = endpoint
             .connect_with(config, addr, &self.server_name)
@@ -175,10 +172,7 @@ fn client_config(roots: RootCertStore) -> Result<quinn::ClientConfig, TransportE
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(crypto)
         .map_err(|e| TransportError::Tls(e.to_string()))?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-    config.transport_config(Arc::new(calvin_edge::tls::transport_config(
-        calvin_proto::MAX_DATA_STREAMS,
-        false,
-    )));
+    config.transport_config(Arc::new(calvin_edge::tls::agent_transport_config(false)));
     Ok(config)
 }
 

@@ -111,9 +111,27 @@ pub fn transport_config(bidi_streams: u32, loopback: bool) -> quinn::TransportCo
             .initial_mtu(LOOPBACK_MTU)
             .min_mtu(LOOPBACK_MTU)
             .mtu_discovery_config(Some(mtu))
+            .send_window(LOOPBACK_SEND_WINDOW)
             // Ten 9,000-byte segments overflow one UDP send.
             .enable_segmentation_offload(false);
     }
+    transport
+}
+
+/// The agent's QUIC transport: [`transport_config`] with the edge allowed
+/// its data streams, and the edge asked (QUIC's ACK frequency extension,
+/// which quinn supports on both sides) to acknowledge each packet that
+/// needs it at once. An idle agent's keep-alive then costs the edge one
+/// wake-up, the ping and its ACK together, instead of two: the ping, then
+/// its 25 ms ACK-delay timer. With 10,000 idle agents that took the edge
+/// from 6.1% to 4.3% of a core. Under load quinn acknowledges a whole batch
+/// of received packets with one ACK, and requests/s and transfers measured
+/// the same in an A/B run.
+pub fn agent_transport_config(loopback: bool) -> quinn::TransportConfig {
+    let mut transport = transport_config(calvin_proto::MAX_DATA_STREAMS, loopback);
+    let mut ack = quinn::AckFrequencyConfig::default();
+    ack.ack_eliciting_threshold(0u32.into());
+    transport.ack_frequency_config(Some(ack));
     transport
 }
 
@@ -121,6 +139,13 @@ pub fn transport_config(bidi_streams: u32, loopback: bool) -> quinn::TransportCo
 /// discovery tries (UDP's largest payload over IPv4).
 const LOOPBACK_MTU: u16 = 9_000;
 const LOOPBACK_MAX_MTU: u16 = MAX_UDP_PAYLOAD;
+
+/// Bytes a loopback sender keeps unacknowledged over all its streams. A
+/// receiver that falls behind holds them in its UDP buffer, which the
+/// kernel caps (`net.core.rmem_max`, 4 MiB here) and charges with each
+/// packet's overhead; quinn's default (10 MB) overflowed it with 8 streams
+/// and every drop was taken for congestion.
+const LOOPBACK_SEND_WINDOW: u64 = 2 << 20;
 
 /// The largest UDP payload an endpoint takes in (quinn's default is 1,472,
 /// which a peer honours, so jumbo packets need it raised on both sides).

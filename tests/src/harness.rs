@@ -543,13 +543,46 @@ pub fn plain_quic_server() -> (
     calvin_agent::EdgeAddress,
     tempfile::TempDir,
 ) {
+    quic_server(false)
+}
+
+/// The same on the edge's own kind of endpoint (its UDP buffers and
+/// datagram size) with the loopback configuration: the edge's side of a
+/// path to an agent on this machine. Call it inside a tokio runtime.
+pub fn loopback_quic_server() -> (
+    quinn::Endpoint,
+    calvin_agent::EdgeAddress,
+    tempfile::TempDir,
+) {
+    quic_server(true)
+}
+
+fn quic_server(
+    loopback: bool,
+) -> (
+    quinn::Endpoint,
+    calvin_agent::EdgeAddress,
+    tempfile::TempDir,
+) {
     let dir = tempfile::tempdir().expect("tempdir");
     let state = calvin_edge::dev::load_or_create(dir.path(), DOMAIN).expect("state");
     let certs = std::sync::Arc::new(calvin_edge::cert_store::CertStore::new());
     certs.install(&state.tls).expect("dev certificate");
-    let server = calvin_edge::tls::quic_config(certs, false).expect("quic config");
-    let endpoint =
-        quinn::Endpoint::server(server, "127.0.0.1:0".parse().expect("addr")).expect("endpoint");
+    let server = calvin_edge::tls::quic_config(certs, loopback).expect("quic config");
+    let local: SocketAddr = "127.0.0.1:0".parse().expect("addr");
+    let endpoint = if loopback {
+        let socket = calvin_edge::udp_socket(local).expect("udp socket");
+        let config = calvin_edge::tls::endpoint_config(quinn::EndpointConfig::default());
+        quinn::Endpoint::new(
+            config,
+            Some(server),
+            socket,
+            std::sync::Arc::new(quinn::TokioRuntime),
+        )
+        .expect("endpoint")
+    } else {
+        quinn::Endpoint::server(server, local).expect("endpoint")
+    };
     let addr = endpoint.local_addr().expect("addr");
     let edge = calvin_agent::EdgeAddress::new(
         &addr.to_string(),

@@ -77,3 +77,157 @@ async fn an_idle_agent_stays_connected_past_the_idle_timeout() {
     let got = curl(&edge.ca(), &[&format!("{}/hello", created.url)]).await;
     assert_eq!(got.status, 200, "{}", got.text());
 }
+
+/// Streams at once, and bytes on each, in the many-streams test.
+const STREAMS: usize = 8;
+const PER_STREAM: usize = 16 << 20;
+
+/// The most bytes read or written at once in the many-streams test.
+const CHUNK: usize = 64 << 10;
+
+/// Every stream in the many-streams test carries bytes 0..251 over and
+/// over: the bytes from `offset` on are this buffer's from `offset % 251`,
+/// so one buffer serves every write and check, and both sides keep pace.
+fn pattern_source() -> Vec<u8> {
+    (0..CHUNK + 251).map(|i| (i % 251) as u8).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_streams_to_a_receiver_that_falls_behind_lose_no_packets() {
+    // The edge's side on a thread of its own that stalls for 60 ms of
+    // every 65 (an edge busy with other work): whatever the agent has sent
+    // meanwhile waits in the edge's UDP buffer. The agent may keep only so
+    // much unacknowledged, over all its streams, that the buffer never
+    // overflows; a drop would be taken for congestion and slow every
+    // transfer on the connection.
+    let (address_tx, address_rx) = std::sync::mpsc::channel();
+    let edge = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let (endpoint, address, _dir) = loopback_quic_server();
+            address_tx.send(address).expect("test waits");
+            let conn = endpoint
+                .accept()
+                .await
+                .expect("incoming")
+                .await
+                .expect("handshake");
+            let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let stall = tokio::spawn({
+                let done = done.clone();
+                async move {
+                    while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(60));
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                }
+            });
+            let mut readers = Vec::new();
+            for i in 0..STREAMS {
+                let (mut send, mut recv) = conn.open_bi().await.expect("open stream");
+                send.write_all(&[i as u8]).await.expect("first byte");
+                readers.push(tokio::spawn(async move {
+                    let source = pattern_source();
+                    let mut offset = 0;
+                    while let Some(chunk) = recv.read_chunk(CHUNK, true).await.expect("read") {
+                        let start = offset % 251;
+                        assert!(
+                            chunk.bytes[..] == source[start..start + chunk.bytes.len()],
+                            "the bytes at {offset}"
+                        );
+                        offset += chunk.bytes.len();
+                    }
+                    drop(send);
+                    offset
+                }));
+            }
+            let mut got = Vec::new();
+            for reader in readers {
+                got.push(reader.await.expect("reader"));
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            let _ = stall.await;
+            conn.close(0u32.into(), b"done");
+            got
+        })
+    });
+
+    let address = address_rx.recv().expect("edge up");
+    let conn = address.connect().await.expect("handshake");
+    let mut writers = Vec::new();
+    for _ in 0..STREAMS {
+        let (mut send, mut recv) = conn.accept_bi().await.expect("stream from the edge");
+        let mut first = [0u8; 1];
+        recv.read_exact(&mut first).await.expect("first byte");
+        writers.push(tokio::spawn(async move {
+            let source = pattern_source();
+            let mut offset = 0;
+            while offset < PER_STREAM {
+                let len = CHUNK.min(PER_STREAM - offset);
+                let start = offset % 251;
+                send.write_all(&source[start..start + len])
+                    .await
+                    .expect("write");
+                offset += len;
+            }
+            send.finish().expect("finish");
+            let _ = send.stopped().await;
+        }));
+    }
+    for writer in writers {
+        writer.await.expect("writer");
+    }
+    let got = tokio::task::spawn_blocking(move || edge.join().expect("edge thread"))
+        .await
+        .expect("join");
+    assert_eq!(
+        got,
+        vec![PER_STREAM; STREAMS],
+        "bytes each stream delivered"
+    );
+    let path = conn.stats().path;
+    assert_eq!(
+        (path.lost_packets, path.congestion_events),
+        (0, 0),
+        "packets lost and congestion events on a loopback path whose receiver fell behind \
+         ({} packets sent)",
+        path.sent_packets
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_asks_the_edge_to_acknowledge_its_pings_at_once() {
+    // With the ACK delay the edge would wake twice per keep-alive (the
+    // ping, then its ACK timer); an ACK_FREQUENCY frame asking for an ACK
+    // on every packet makes it once. Both ends must take part: the agent
+    // sends the frame, the edge's configuration receives it.
+    for loopback in [true, false] {
+        let (server, address, _dir) = if loopback {
+            loopback_quic_server()
+        } else {
+            plain_quic_server()
+        };
+        let accepted = tokio::spawn(async move {
+            let conn = server
+                .accept()
+                .await
+                .expect("incoming")
+                .await
+                .expect("handshake");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            conn.stats().frame_rx.ack_frequency
+        });
+        let conn = address.connect().await.expect("handshake");
+        let received = accepted.await.expect("edge side");
+        assert_eq!(
+            (conn.stats().frame_tx.ack_frequency, received),
+            (1, 1),
+            "ACK_FREQUENCY frames sent by the agent and received by the edge \
+             (loopback path: {loopback})"
+        );
+        conn.close(0u32.into(), b"done");
+    }
+}

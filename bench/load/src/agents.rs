@@ -1,9 +1,9 @@
 //! Figure 5: N idle agents against one edge. Each is its own QUIC
 //! connection doing the real agent handshake (control stream, Hello with one
 //! preview, Welcome), with what the protocol fixes of the agent's transport:
-//! TLS 1.3, the ALPN, the keep-alive and idle timeout, and
+//! TLS 1.3, the ALPN, the keep-alive and idle timeout,
 //! `MAX_DATA_STREAMS` streams the edge may open (stream slots cost the edge
-//! memory). The connections share a few UDP endpoints, one per
+//! memory), and the request that the edge acknowledge each ping at once. The connections share a few UDP endpoints, one per
 //! `--per-endpoint`.
 //!
 //! Prints `{"ready": N, ...}` once every agent is welcomed, then holds the
@@ -181,6 +181,10 @@ fn client_config(args: &AgentsArgs) -> anyhow::Result<quinn::ClientConfig> {
         .max_idle_timeout(quinn::IdleTimeout::try_from(calvin_proto::IDLE_TIMEOUT).ok())
         .max_concurrent_bidi_streams(calvin_proto::MAX_DATA_STREAMS.into())
         .max_concurrent_uni_streams(0u32.into());
+    // As the agent asks: the edge acknowledges each ping at once.
+    let mut ack = quinn::AckFrequencyConfig::default();
+    ack.ack_eliciting_threshold(0u32.into());
+    transport.ack_frequency_config(Some(ack));
     config.transport_config(Arc::new(transport));
     Ok(config)
 }
