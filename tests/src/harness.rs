@@ -546,18 +546,21 @@ pub fn plain_quic_server() -> (
     quic_server(false)
 }
 
-/// The same on the edge's own kind of endpoint (its UDP buffers and
-/// datagram size) with the loopback configuration: the edge's side of a
-/// path to an agent on this machine. Call it inside a tokio runtime.
-pub fn loopback_quic_server() -> (
-    quinn::Endpoint,
-    calvin_agent::EdgeAddress,
-    tempfile::TempDir,
-) {
-    quic_server(true)
+/// The next agent's connection to a test QUIC server, handshake done.
+pub async fn accept_agent(endpoint: &quinn::Endpoint) -> quinn::Connection {
+    endpoint
+        .accept()
+        .await
+        .expect("incoming")
+        .await
+        .expect("handshake")
 }
 
-fn quic_server(
+/// A QUIC server as [`plain_quic_server`], or with `loopback` as the edge
+/// serves an agent on this machine: the edge's own kind of endpoint (its
+/// UDP buffers and datagram size) with the loopback configuration. Call it
+/// inside a tokio runtime.
+pub fn quic_server(
     loopback: bool,
 ) -> (
     quinn::Endpoint,

@@ -25,12 +25,7 @@ async fn fake_edge() -> (Agent, quinn::Connection, tempfile::TempDir) {
     let runner = agent.clone();
     tokio::spawn(async move { runner.run(std::future::pending()).await });
 
-    let conn = endpoint
-        .accept()
-        .await
-        .expect("incoming")
-        .await
-        .expect("handshake");
+    let conn = accept_agent(&endpoint).await;
     let (mut send, mut recv) = conn.accept_bi().await.expect("control stream");
     let Some(AgentMessage::Hello(_)) = read_frame(&mut recv).await.expect("hello") else {
         panic!("expected a hello");

@@ -37,12 +37,7 @@ async fn an_agent_on_this_machine_gets_jumbo_packets() {
     // edge's raised limit is what lets the agent's packets grow.
     let (plain, address, _dir) = plain_quic_server();
     let accept = tokio::spawn(async move {
-        let conn = plain
-            .accept()
-            .await
-            .expect("incoming")
-            .await
-            .expect("handshake");
+        let conn = accept_agent(&plain).await;
         conn.closed().await;
     });
     let small = address.connect().await.expect("handshake");
@@ -107,14 +102,9 @@ async fn many_streams_to_a_receiver_that_falls_behind_lose_no_packets() {
             .build()
             .expect("runtime");
         runtime.block_on(async move {
-            let (endpoint, address, _dir) = loopback_quic_server();
+            let (endpoint, address, _dir) = quic_server(true);
             address_tx.send(address).expect("test waits");
-            let conn = endpoint
-                .accept()
-                .await
-                .expect("incoming")
-                .await
-                .expect("handshake");
+            let conn = accept_agent(&endpoint).await;
             let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             let stall = tokio::spawn({
                 let done = done.clone();
@@ -205,18 +195,9 @@ async fn an_agent_asks_the_edge_to_acknowledge_its_pings_at_once() {
     // on every packet makes it once. Both ends must take part: the agent
     // sends the frame, the edge's configuration receives it.
     for loopback in [true, false] {
-        let (server, address, _dir) = if loopback {
-            loopback_quic_server()
-        } else {
-            plain_quic_server()
-        };
+        let (server, address, _dir) = quic_server(loopback);
         let accepted = tokio::spawn(async move {
-            let conn = server
-                .accept()
-                .await
-                .expect("incoming")
-                .await
-                .expect("handshake");
+            let conn = accept_agent(&server).await;
             tokio::time::sleep(Duration::from_millis(500)).await;
             conn.stats().frame_rx.ack_frequency
         });

@@ -3,8 +3,8 @@
 //! preview, Welcome), with what the protocol fixes of the agent's transport:
 //! TLS 1.3, the ALPN, the keep-alive and idle timeout,
 //! `MAX_DATA_STREAMS` streams the edge may open (stream slots cost the edge
-//! memory), and the request that the edge acknowledge each ping at once. The connections share a few UDP endpoints, one per
-//! `--per-endpoint`.
+//! memory), and the request that the edge acknowledge each ping at once.
+//! The connections share a few UDP endpoints, one per `--per-endpoint`.
 //!
 //! Prints `{"ready": N, ...}` once every agent is welcomed, then holds the
 //! connections until SIGTERM or Ctrl-C.
