@@ -19,6 +19,7 @@ pub mod config;
 pub mod dev;
 pub mod dns;
 pub mod error_page;
+pub mod guesses;
 pub mod health;
 pub mod host;
 mod http_server;
@@ -341,6 +342,7 @@ impl Edge {
             }),
             hello_timeout: Duration::from_secs(limits.hello_timeout_secs),
             loopback_quic: Arc::new(tls::quic_config(certs.clone(), true)?),
+            guesses: guesses::Guesses::default(),
         });
         let renewal = Renewal::default();
         let health = Health::new(certs.clone(), renewal.clone(), certificates.source());
@@ -415,7 +417,7 @@ impl Edge {
         ));
         // Held names whose lease ended, and idle upstream connections of
         // pools nobody uses, go here.
-        let routes = self.routes.clone();
+        let (routes, hub) = (self.routes.clone(), self.hub.clone());
         let every = (self.hub.upstream.idle_timeout / 2)
             .clamp(Duration::from_millis(500), Duration::from_secs(30));
         let sweeper = tokio::spawn(async move {
@@ -423,6 +425,7 @@ impl Edge {
             loop {
                 every.tick().await;
                 routes.sweep(|upstream| upstream.expire_idle());
+                hub.guesses.sweep();
             }
         });
         let keeper = tokio::spawn(self.certificates.keep(

@@ -2,6 +2,7 @@
 //! then open and close requests on the control stream.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,6 +37,8 @@ pub(crate) struct AgentHub {
     pub hello_timeout: Duration,
     /// The QUIC configuration for agents on this machine (jumbo packets).
     pub loopback_quic: Arc<quinn::ServerConfig>,
+    /// Unknown tokens per source, to refuse token guessing.
+    pub guesses: crate::guesses::Guesses,
 }
 
 /// Accepts agents until `stop` turns true. Connections already made stay
@@ -95,7 +98,7 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
             return debug!("no hello in time");
         }
     };
-    let account = match authorize(&hub, &hello) {
+    let account = match authorize(&hub, conn.remote_address().ip(), &hello) {
         Ok(account) => account,
         Err(why) => {
             warn!(reason = %why, "agent refused");
@@ -132,8 +135,10 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
     session.end();
 }
 
-/// The account a hello speaks for, or why it is refused.
-fn authorize(hub: &AgentHub, hello: &Hello) -> Result<AccountId, Failure> {
+/// The account a hello from `source` speaks for, or why it is refused. A
+/// source that has used up its unknown tokens is refused with its token
+/// unchecked, so that it learns nothing until its window ends.
+fn authorize(hub: &AgentHub, source: IpAddr, hello: &Hello) -> Result<AccountId, Failure> {
     if hello.version != PROTOCOL_VERSION {
         return Err(Failure::new(
             ErrorCode::UnsupportedVersion,
@@ -143,9 +148,21 @@ fn authorize(hub: &AgentHub, hello: &Hello) -> Result<AccountId, Failure> {
             ),
         ));
     }
-    hub.accounts
-        .authenticate(&hello.token)
-        .ok_or_else(|| Failure::new(ErrorCode::BadToken, "the edge does not know this token"))
+    if let Some(wait) = hub.guesses.wait(source) {
+        return Err(Failure::new(
+            ErrorCode::TooManyAttempts,
+            format!(
+                "{} unknown tokens from {source} within {} s: try again in {} s",
+                hub.guesses.max(),
+                hub.guesses.window().as_secs(),
+                wait.as_secs() + 1
+            ),
+        ));
+    }
+    hub.accounts.authenticate(&hello.token).ok_or_else(|| {
+        hub.guesses.unknown(source);
+        Failure::new(ErrorCode::BadToken, "the edge does not know this token")
+    })
 }
 
 /// Sends the refusal, lets the agent read it, then closes.

@@ -225,6 +225,7 @@ mod tests {
         for (code, text) in [
             (UnsupportedVersion, "unsupported_version"),
             (BadToken, "bad_token"),
+            (TooManyAttempts, "too_many_attempts"),
             (NameTaken, "name_taken"),
             (UnknownName, "unknown_name"),
             (LimitReached, "limit_reached"),

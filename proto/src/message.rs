@@ -193,6 +193,9 @@ pub enum ErrorCode {
     UnsupportedVersion,
     /// The token is not known to the edge.
     BadToken,
+    /// This source presented too many unknown tokens; the message says
+    /// when it may try again.
+    TooManyAttempts,
     /// Another account holds the name.
     NameTaken,
     /// No preview of this connection has that name.

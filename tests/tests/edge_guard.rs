@@ -12,10 +12,15 @@ use calvin_tests::*;
 
 /// A QUIC connection to the edge, as an agent would open it.
 async fn dial(edge: &TestEdge) -> quinn::Connection {
+    dial_from(edge, "127.0.0.1").await
+}
+
+/// The same from another loopback address.
+async fn dial_from(edge: &TestEdge, source: &str) -> quinn::Connection {
     let crypto = tls_client_config(&edge.ca(), &[calvin_proto::ALPN]);
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(crypto).expect("quic crypto");
     let mut endpoint =
-        quinn::Endpoint::client("127.0.0.1:0".parse().expect("addr")).expect("endpoint");
+        quinn::Endpoint::client(format!("{source}:0").parse().expect("addr")).expect("endpoint");
     endpoint.set_default_client_config(quinn::ClientConfig::new(Arc::new(crypto)));
     endpoint
         .connect(edge.quic, "localhost")
@@ -74,6 +79,45 @@ async fn unknown_tokens_and_old_protocols_are_refused_with_the_reason() {
         let closed = tokio::time::timeout(Duration::from_secs(5), conn.closed()).await;
         assert!(closed.is_ok(), "the edge closes a refused connection");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_guessing_tokens_is_refused_even_the_right_one() {
+    let edge = TestEdge::start().await;
+    let max = calvin_edge::guesses::MAX_UNKNOWN_TOKENS;
+    for attempt in 1..=max {
+        let conn = dial(&edge).await;
+        let answer = first_exchange(&conn, &hello(token_for("mallory"), PROTOCOL_VERSION)).await;
+        let Some(EdgeMessage::Refused(failure)) = answer else {
+            panic!("unknown token {attempt}: expected a refusal, got {answer:?}");
+        };
+        assert_eq!(failure.code, ErrorCode::BadToken, "unknown token {attempt}");
+    }
+
+    // One past the limit, even a real token is refused unchecked: the
+    // source learns nothing more until its window ends.
+    let conn = dial(&edge).await;
+    let answer = first_exchange(&conn, &hello(token_for("alice"), PROTOCOL_VERSION)).await;
+    let Some(EdgeMessage::Refused(failure)) = answer else {
+        panic!("expected a refusal, got {answer:?}");
+    };
+    assert_eq!(failure.code, ErrorCode::TooManyAttempts);
+    let prefix = format!("{max} unknown tokens from 127.0.0.1 within 60 s: try again in ");
+    let secs = failure
+        .message
+        .strip_prefix(&prefix)
+        .and_then(|rest| rest.strip_suffix(" s"))
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("{:?}", failure.message));
+    assert!((1..=60).contains(&secs), "{secs}");
+
+    // Another source is not held back by this one.
+    let conn = dial_from(&edge, "127.0.0.2").await;
+    let answer = first_exchange(&conn, &hello(token_for("alice"), PROTOCOL_VERSION)).await;
+    assert!(
+        matches!(answer, Some(EdgeMessage::Welcome(_))),
+        "{answer:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
