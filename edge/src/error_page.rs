@@ -26,6 +26,10 @@ pub enum EdgeError {
     AgentNotAnswering(PreviewName, u64),
     /// The tunnel or the origin failed otherwise.
     BadGateway(PreviewName, String),
+    /// The request's target is longer than the edge takes (bytes).
+    UriTooLong(usize),
+    /// The request has more header fields than the edge takes.
+    TooManyHeaders(usize),
 }
 
 impl EdgeError {
@@ -36,6 +40,8 @@ impl EdgeError {
                 StatusCode::BAD_GATEWAY
             }
             Self::Timeout(..) | Self::AgentNotAnswering(..) => StatusCode::GATEWAY_TIMEOUT,
+            Self::UriTooLong(_) => StatusCode::URI_TOO_LONG,
+            Self::TooManyHeaders(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
         }
     }
 
@@ -49,6 +55,8 @@ impl EdgeError {
             Self::Timeout(..) => "upstream-timeout",
             Self::AgentNotAnswering(..) => "agent-not-answering",
             Self::BadGateway(..) => "bad-gateway",
+            Self::UriTooLong(_) => "uri-too-long",
+            Self::TooManyHeaders(_) => "too-many-headers",
         }
     }
 
@@ -69,6 +77,8 @@ impl EdgeError {
                 format!("preview {n}: the computer serving it did not answer within {secs} s")
             }
             Self::BadGateway(n, why) => format!("preview {n}: {why}"),
+            Self::UriTooLong(max) => format!("the request's URI is longer than {max} bytes"),
+            Self::TooManyHeaders(max) => format!("the request has more than {max} header fields"),
         }
     }
 

@@ -42,12 +42,23 @@ pub(crate) struct HttpServer {
 }
 
 impl HttpServer {
-    pub fn new(proxy: Arc<Proxy>, header_read_timeout: Duration) -> Self {
+    /// `max_head_bytes` bounds a request head (431 past it, from hyper on
+    /// HTTP/1.1 and h2 on HTTP/2); `max_headers` its header count on
+    /// HTTP/1.1 (431 from hyper; the proxy counts HTTP/2's).
+    pub fn new(
+        proxy: Arc<Proxy>,
+        header_read_timeout: Duration,
+        max_head_bytes: usize,
+        max_headers: usize,
+    ) -> Self {
         let mut h1 = http1::Builder::new();
         h1.timer(TokioTimer::new())
-            .header_read_timeout(header_read_timeout);
+            .header_read_timeout(header_read_timeout)
+            .max_buf_size(max_head_bytes)
+            .max_headers(max_headers);
         let mut h2 = http2::Builder::new(TokioExecutor::new());
         h2.timer(TokioTimer::new())
+            .max_header_list_size(u32::try_from(max_head_bytes).unwrap_or(u32::MAX))
             .keep_alive_interval(H2_KEEP_ALIVE)
             .keep_alive_timeout(H2_KEEP_ALIVE);
         Self {

@@ -145,6 +145,11 @@ pub struct Limits {
     pub hello_timeout_secs: u64,
     /// A visitor gets this long to send a request's header.
     pub header_read_timeout_secs: u64,
+    /// A visitor's request head: bytes (431), header fields (431), and the
+    /// target's bytes (414).
+    pub max_request_head_bytes: usize,
+    pub max_request_headers: usize,
+    pub max_uri_bytes: usize,
 }
 
 impl Default for Limits {
@@ -160,6 +165,9 @@ impl Default for Limits {
             max_previews_per_account: 100,
             hello_timeout_secs: 10,
             header_read_timeout_secs: 30,
+            max_request_head_bytes: 64 << 10,
+            max_request_headers: 100,
+            max_uri_bytes: 8 << 10,
         }
     }
 }
@@ -351,6 +359,10 @@ impl Edge {
         let proxy = Arc::new(Proxy::new(
             routes.clone(),
             domain.clone(),
+            proxy::RequestLimits {
+                max_uri_bytes: limits.max_uri_bytes,
+                max_headers: limits.max_request_headers,
+            },
             Duration::from_secs(limits.upstream_timeout_secs),
             health,
             redirect_to,
@@ -358,6 +370,8 @@ impl Edge {
         let server = Arc::new(HttpServer::new(
             proxy,
             Duration::from_secs(limits.header_read_timeout_secs),
+            limits.max_request_head_bytes,
+            limits.max_request_headers,
         ));
         Ok(Edge {
             bound,
@@ -605,6 +619,10 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
     }
 }
 
+/// The smallest request head limit: hyper's HTTP/1.1 read buffer takes no
+/// less.
+const MIN_HEAD_BYTES: usize = 8192;
+
 /// Refuses limits that would break the edge, and warns of those that only
 /// make its answers less precise.
 fn check_limits(limits: &Limits) -> Result<(), StartError> {
@@ -615,6 +633,17 @@ fn check_limits(limits: &Limits) -> Result<(), StartError> {
              or idle connections could take every one; got {}",
             limits.upstream_max_idle_per_agent
         )));
+    }
+    if limits.max_request_head_bytes < MIN_HEAD_BYTES {
+        return Err(StartError::Limits(format!(
+            "max_request_head_bytes must be at least {MIN_HEAD_BYTES} (HTTP/1.1's read buffer); got {}",
+            limits.max_request_head_bytes
+        )));
+    }
+    if limits.max_request_headers == 0 || limits.max_uri_bytes == 0 {
+        return Err(StartError::Limits(
+            "max_request_headers and max_uri_bytes must be at least 1".into(),
+        ));
     }
     let idle = calvin_proto::IDLE_TIMEOUT.as_secs();
     if limits.upstream_connect_timeout_secs <= idle {
@@ -707,6 +736,28 @@ pub fn udp_socket(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_head_limits_are_checked_at_start() {
+        let with = |head, headers, uri| Limits {
+            max_request_head_bytes: head,
+            max_request_headers: headers,
+            max_uri_bytes: uri,
+            ..Default::default()
+        };
+        assert!(check_limits(&with(8192, 1, 1)).is_ok());
+        let err = check_limits(&with(8191, 1, 1)).unwrap_err().to_string();
+        assert!(
+            err.contains("max_request_head_bytes must be at least 8192"),
+            "{err}"
+        );
+        for (headers, uri) in [(0, 1), (1, 0)] {
+            let err = check_limits(&with(8192, headers, uri))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("must be at least 1"), "{err}");
+        }
+    }
 
     #[test]
     fn calvin_threads_from_1_to_1024() {

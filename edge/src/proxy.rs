@@ -45,10 +45,36 @@ impl Scheme {
     }
 }
 
+/// What the edge takes in a visitor's request head, beyond what the HTTP
+/// servers enforce themselves (head bytes; header count on HTTP/1.1).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestLimits {
+    /// Bytes of the request target (path and query).
+    pub max_uri_bytes: usize,
+    /// Header fields, counted here for HTTP/2.
+    pub max_headers: usize,
+}
+
+impl RequestLimits {
+    /// The limit `req` breaks, if any: checked before routing, so a refused
+    /// request never reaches an agent.
+    fn check<B>(&self, req: &Request<B>) -> Result<(), EdgeError> {
+        let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+        if target > self.max_uri_bytes {
+            return Err(EdgeError::UriTooLong(self.max_uri_bytes));
+        }
+        if req.headers().len() > self.max_headers {
+            return Err(EdgeError::TooManyHeaders(self.max_headers));
+        }
+        Ok(())
+    }
+}
+
 /// Routes and forwards visitor requests.
 pub struct Proxy {
     routes: Arc<RouteTable<Arc<Upstream>>>,
     domain: String,
+    limits: RequestLimits,
     response_timeout: Duration,
     health: Health,
     /// The URL template plain HTTP requests for previews are redirected
@@ -60,6 +86,7 @@ impl Proxy {
     pub fn new(
         routes: Arc<RouteTable<Arc<Upstream>>>,
         domain: String,
+        limits: RequestLimits,
         response_timeout: Duration,
         health: Health,
         redirect_to: Option<String>,
@@ -67,6 +94,7 @@ impl Proxy {
         Self {
             routes,
             domain,
+            limits,
             response_timeout,
             health,
             redirect_to,
@@ -97,6 +125,7 @@ impl Proxy {
         scheme: Scheme,
         drain: &DrainGuard,
     ) -> Result<Response<Body>, EdgeError> {
+        self.limits.check(&req)?;
         let host = host::request_host(&req).unwrap_or_default().to_owned();
         let Some(name) = host::preview_name(&host, &self.domain) else {
             if req.uri().path() == health::PATH {
