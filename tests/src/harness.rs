@@ -59,6 +59,15 @@ impl TestEdge {
         Self::start_with(EdgeOptions::default()).await
     }
 
+    /// An edge with the default options but these limits.
+    pub async fn with_limits(limits: Limits) -> TestEdge {
+        Self::start_with(EdgeOptions {
+            limits,
+            ..Default::default()
+        })
+        .await
+    }
+
     pub async fn start_with(options: EdgeOptions) -> TestEdge {
         let (dir, state_dir) = match options.state_dir {
             Some(path) => (None, path),

@@ -308,11 +308,8 @@ async fn sigterm_lets_in_flight_requests_finish_then_exits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grace_period_caps_the_drain() {
-    let mut edge = TestEdge::start_with(EdgeOptions {
-        limits: calvin_edge::Limits {
-            grace_period_secs: 1,
-            ..Default::default()
-        },
+    let mut edge = TestEdge::with_limits(calvin_edge::Limits {
+        grace_period_secs: 1,
         ..Default::default()
     })
     .await;
@@ -477,11 +474,8 @@ async fn serve_names_what_is_wrong_in_the_config() {
 async fn shutdown_waits_for_an_open_websocket_up_to_the_grace_period() {
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
-    let mut edge = TestEdge::start_with(EdgeOptions {
-        limits: calvin_edge::Limits {
-            grace_period_secs: 2,
-            ..Default::default()
-        },
+    let mut edge = TestEdge::with_limits(calvin_edge::Limits {
+        grace_period_secs: 2,
         ..Default::default()
     })
     .await;

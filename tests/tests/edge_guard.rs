@@ -122,11 +122,8 @@ async fn a_source_guessing_tokens_is_refused_even_the_right_one() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_without_a_hello_is_cut_off() {
-    let edge = TestEdge::start_with(EdgeOptions {
-        limits: calvin_edge::Limits {
-            hello_timeout_secs: 1,
-            ..Default::default()
-        },
+    let edge = TestEdge::with_limits(calvin_edge::Limits {
+        hello_timeout_secs: 1,
         ..Default::default()
     })
     .await;

@@ -23,14 +23,6 @@ async fn burst(edge: &TestEdge, url: &str, n: usize) {
     }
 }
 
-async fn edge_with(limits: Limits) -> TestEdge {
-    TestEdge::start_with(EdgeOptions {
-        limits,
-        ..Default::default()
-    })
-    .await
-}
-
 /// A server that answers with the start of a body and then resets the
 /// connection: a dev server crashing mid-response.
 async fn crashing_server(head: &'static str) -> u16 {
@@ -86,7 +78,7 @@ async fn an_origin_crash_mid_body_never_looks_like_a_complete_response() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_longer_than_the_response_timeout_passes() {
-    let edge = edge_with(Limits {
+    let edge = TestEdge::with_limits(Limits {
         upstream_timeout_secs: 1,
         ..Default::default()
     })
@@ -184,7 +176,7 @@ async fn responses_lose_hop_by_hop_headers_and_zone_wide_cookies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pooled_connections_are_reused_then_closed_when_idle() {
-    let edge = edge_with(Limits {
+    let edge = TestEdge::with_limits(Limits {
         upstream_idle_timeout_secs: 1,
         ..Default::default()
     })
@@ -208,7 +200,7 @@ async fn pooled_connections_are_reused_then_closed_when_idle() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_stay_within_the_agents_budget() {
-    let edge = edge_with(Limits {
+    let edge = TestEdge::with_limits(Limits {
         upstream_max_idle_per_agent: 4,
         ..Default::default()
     })
@@ -276,7 +268,7 @@ async fn a_killed_agent_reads_offline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_visitor_connections_are_closed_by_the_header_timeout() {
-    let edge = edge_with(Limits {
+    let edge = TestEdge::with_limits(Limits {
         header_read_timeout_secs: 1,
         ..Default::default()
     })
@@ -344,7 +336,7 @@ async fn stuck_server() -> (u16, tokio::sync::mpsc::UnboundedReceiver<bool>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_timed_out_request_resets_the_origins_connection() {
-    let edge = edge_with(Limits {
+    let edge = TestEdge::with_limits(Limits {
         upstream_timeout_secs: 1,
         ..Default::default()
     })
@@ -367,7 +359,7 @@ async fn a_timed_out_request_resets_the_origins_connection() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_the_origin_never_reads_gets_504() {
-    let edge = edge_with(Limits {
+    let edge = TestEdge::with_limits(Limits {
         upstream_timeout_secs: 1,
         ..Default::default()
     })
@@ -415,7 +407,7 @@ async fn an_upload_the_origin_never_reads_gets_504() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tls_visitor_that_chose_h2_and_sends_nothing_is_closed() {
-    let edge = edge_with(Limits {
+    let edge = TestEdge::with_limits(Limits {
         header_read_timeout_secs: 1,
         ..Default::default()
     })
@@ -481,7 +473,7 @@ async fn requests_leave_no_tasks_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_per_preview_idle_cap_holds() {
-    let edge = edge_with(Limits {
+    let edge = TestEdge::with_limits(Limits {
         upstream_max_idle_per_preview: 3,
         ..Default::default()
     })

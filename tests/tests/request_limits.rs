@@ -31,13 +31,10 @@ async fn get(ca: &std::path::Path, url: &str, protocol: &str, headers: usize) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_heads_past_a_limit_get_414_or_431_and_never_reach_the_origin() {
-    let edge = TestEdge::start_with(EdgeOptions {
-        limits: Limits {
-            max_uri_bytes: MAX_URI,
-            max_request_headers: MAX_HEADERS,
-            max_request_head_bytes: MAX_HEAD,
-            ..Default::default()
-        },
+    let edge = TestEdge::with_limits(Limits {
+        max_uri_bytes: MAX_URI,
+        max_request_headers: MAX_HEADERS,
+        max_request_head_bytes: MAX_HEAD,
         ..Default::default()
     })
     .await;
