@@ -640,9 +640,14 @@ fn check_limits(limits: &Limits) -> Result<(), StartError> {
             limits.max_request_head_bytes
         )));
     }
-    if limits.max_request_headers == 0 || limits.max_uri_bytes == 0 {
+    if limits.max_request_headers == 0 {
         return Err(StartError::Limits(
-            "max_request_headers and max_uri_bytes must be at least 1".into(),
+            "max_request_headers must be at least 1 (the Host header)".into(),
+        ));
+    }
+    if limits.max_uri_bytes == 0 {
+        return Err(StartError::Limits(
+            "max_uri_bytes must be at least 1 (the path \"/\")".into(),
         ));
     }
     let idle = calvin_proto::IDLE_TIMEOUT.as_secs();
@@ -751,11 +756,14 @@ mod tests {
             err.contains("max_request_head_bytes must be at least 8192"),
             "{err}"
         );
-        for (headers, uri) in [(0, 1), (1, 0)] {
+        for (headers, uri, said) in [
+            (0, 1, "max_request_headers must be at least 1"),
+            (1, 0, "max_uri_bytes must be at least 1"),
+        ] {
             let err = check_limits(&with(8192, headers, uri))
                 .unwrap_err()
                 .to_string();
-            assert!(err.contains("must be at least 1"), "{err}");
+            assert!(err.contains(said), "{err}");
         }
     }
 
