@@ -30,6 +30,8 @@ pub enum EdgeError {
     UriTooLong(usize),
     /// The request has more header fields than the edge takes.
     TooManyHeaders(usize),
+    /// The visitor's request body broke off or was malformed.
+    BadRequestBody,
 }
 
 impl EdgeError {
@@ -42,6 +44,7 @@ impl EdgeError {
             Self::Timeout(..) | Self::AgentNotAnswering(..) => StatusCode::GATEWAY_TIMEOUT,
             Self::UriTooLong(_) => StatusCode::URI_TOO_LONG,
             Self::TooManyHeaders(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            Self::BadRequestBody => StatusCode::BAD_REQUEST,
         }
     }
 
@@ -57,6 +60,7 @@ impl EdgeError {
             Self::BadGateway(..) => "bad-gateway",
             Self::UriTooLong(_) => "uri-too-long",
             Self::TooManyHeaders(_) => "too-many-headers",
+            Self::BadRequestBody => "bad-request-body",
         }
     }
 
@@ -79,6 +83,9 @@ impl EdgeError {
             Self::BadGateway(n, why) => format!("preview {n}: {why}"),
             Self::UriTooLong(max) => format!("the request's URI is longer than {max} bytes"),
             Self::TooManyHeaders(max) => format!("the request has more than {max} header fields"),
+            Self::BadRequestBody => {
+                "the request body broke off or was malformed; it was not passed on whole".into()
+            }
         }
     }
 

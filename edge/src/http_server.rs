@@ -25,6 +25,7 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, warn};
 
+use crate::h1_framing::{FramingGate, HeadLimits};
 use crate::proxy::{DrainGuard, Proxy, Scheme};
 use crate::rewind::Rewind;
 
@@ -39,6 +40,7 @@ pub(crate) struct HttpServer {
     h1: http1::Builder,
     h2: http2::Builder<TokioExecutor>,
     header_read_timeout: Duration,
+    head_limits: HeadLimits,
 }
 
 impl HttpServer {
@@ -66,6 +68,10 @@ impl HttpServer {
             h1,
             h2,
             header_read_timeout,
+            head_limits: HeadLimits {
+                max_head_bytes,
+                max_headers,
+            },
         }
     }
 
@@ -182,6 +188,7 @@ impl HttpServer {
             let conn = self.h2.serve_connection(io, service);
             until_stopped(conn, stop, |c| c.graceful_shutdown()).await
         } else {
+            let io = TokioIo::new(FramingGate::new(io.into_inner(), self.head_limits));
             let conn = self.h1.serve_connection(io, service).with_upgrades();
             until_stopped(conn, stop, |c| c.graceful_shutdown()).await
         };

@@ -174,6 +174,7 @@ impl Proxy {
             None => {
                 return Err(EdgeError::Timeout(name, upstream.port(), limit.as_secs()));
             }
+            Some(Err(_)) if body_watch.failed() => return Err(EdgeError::BadRequestBody),
             Some(Err(err)) => return Err(upstream_error(&upstream, err)),
             Some(Ok(response)) => response,
         };

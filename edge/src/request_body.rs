@@ -20,6 +20,7 @@ pub struct RequestBody {
 struct Progress {
     frames: u64,
     ended: bool,
+    failed: bool,
 }
 
 /// What [`BodyWatch::ended_or_stalled`] saw.
@@ -35,6 +36,12 @@ pub enum BodyOutcome {
 pub struct BodyWatch(watch::Receiver<Progress>);
 
 impl BodyWatch {
+    /// Whether reading the visitor's body failed (it broke off, or its
+    /// framing was malformed).
+    pub fn failed(&self) -> bool {
+        self.0.borrow().failed
+    }
+
     /// Resolves when the body has ended, or has not moved for `idle`.
     pub async fn ended_or_stalled(&mut self, idle: Duration) -> BodyOutcome {
         loop {
@@ -55,6 +62,7 @@ impl RequestBody {
         let (progress, watch) = watch::channel(Progress {
             frames: 0,
             ended: inner.is_end_stream(),
+            failed: false,
         });
         (Self { inner, progress }, BodyWatch(watch))
     }
@@ -77,7 +85,11 @@ impl Body for RequestBody {
     ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         match &polled {
-            Poll::Ready(None | Some(Err(_))) => self.mark(true),
+            Poll::Ready(None) => self.mark(true),
+            Poll::Ready(Some(Err(_))) => {
+                self.progress.send_modify(|p| p.failed = true);
+                self.mark(true);
+            }
             Poll::Ready(Some(Ok(_))) => self.mark(self.inner.is_end_stream()),
             Poll::Pending => {}
         }

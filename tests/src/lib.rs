@@ -8,7 +8,9 @@ pub mod gateway;
 pub mod harness;
 pub mod origin;
 pub mod pebble;
+pub mod raw_origin;
 pub mod serve_edge;
 
 pub use harness::*;
 pub use origin::{Origin, pattern_bytes, sha256_hex};
+pub use raw_origin::RawOrigin;

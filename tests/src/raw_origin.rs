@@ -1,0 +1,152 @@
+//! A dev server that records the exact bytes of every request it gets, to
+//! check what an edge passes on, and answers each with a fixed response
+//! (or one given per test).
+//!
+//! It reads a request head, then the body its framing announces
+//! (`content-length`, or chunks up to the final `0` chunk and trailers),
+//! records the whole request and answers. It does not reuse connections.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// A running recording origin; dropped, it stops accepting.
+pub struct RawOrigin {
+    pub port: u16,
+    /// Connections that carried bytes so far: one per request stream an
+    /// agent opened. (The agent's listening probe, which sends nothing,
+    /// is not counted.)
+    pub accepted: Arc<AtomicUsize>,
+    requests: Arc<Mutex<Vec<Vec<u8>>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RawOrigin {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The answer of an origin that has nothing to say.
+pub const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
+
+impl RawOrigin {
+    /// An origin answering every request with [`OK`].
+    pub async fn start() -> RawOrigin {
+        Self::answering(OK.to_vec()).await
+    }
+
+    /// An origin answering every request with `response`, byte for byte,
+    /// then closing.
+    pub async fn answering(response: Vec<u8>) -> RawOrigin {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind origin");
+        let port = listener.local_addr().expect("origin addr").port();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let record = requests.clone();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        let response = Arc::new(response);
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let (record, response, count) = (record.clone(), response.clone(), count.clone());
+                tokio::spawn(async move {
+                    if let Some(request) = serve(stream, &response, &count).await {
+                        record.lock().expect("record").push(request);
+                    }
+                });
+            }
+        });
+        RawOrigin {
+            port,
+            accepted,
+            requests,
+            task,
+        }
+    }
+
+    /// Connections that carried bytes so far.
+    pub fn connections(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Every request received so far, whole, as received.
+    pub fn requests(&self) -> Vec<Vec<u8>> {
+        self.requests.lock().expect("record").clone()
+    }
+}
+
+/// Reads one request, answers it and returns its bytes; `None` when the
+/// connection ended before a whole request.
+async fn serve(mut stream: TcpStream, response: &[u8], count: &AtomicUsize) -> Option<Vec<u8>> {
+    let mut request = Vec::new();
+    read_more(&mut stream, &mut request).await?;
+    count.fetch_add(1, Ordering::SeqCst);
+    let head_end = loop {
+        if let Some(at) = find(&request, b"\r\n\r\n") {
+            break at + 4;
+        }
+        read_more(&mut stream, &mut request).await?;
+    };
+    let head = String::from_utf8_lossy(&request[..head_end]).to_ascii_lowercase();
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|line| line.strip_prefix(&format!("{name}: ")).map(str::to_owned))
+    };
+    if header("transfer-encoding").is_some_and(|te| te.contains("chunked")) {
+        while !chunks_ended(&request[head_end..]) {
+            read_more(&mut stream, &mut request).await?;
+        }
+    } else if let Some(length) = header("content-length") {
+        let length: usize = length.trim().parse().ok()?;
+        while request.len() < head_end + length {
+            read_more(&mut stream, &mut request).await?;
+        }
+    }
+    stream.write_all(response).await.ok()?;
+    let _ = stream.shutdown().await;
+    Some(request)
+}
+
+async fn read_more(stream: &mut TcpStream, into: &mut Vec<u8>) -> Option<()> {
+    let mut buf = [0u8; 16 * 1024];
+    match stream.read(&mut buf).await {
+        Ok(0) | Err(_) => None,
+        Ok(n) => {
+            into.extend_from_slice(&buf[..n]);
+            Some(())
+        }
+    }
+}
+
+/// Whether `body` holds a whole chunked body: chunks, the final `0` chunk
+/// and the (empty) trailer section.
+fn chunks_ended(mut body: &[u8]) -> bool {
+    loop {
+        let Some(line_end) = find(body, b"\r\n") else {
+            return false;
+        };
+        let size_text = String::from_utf8_lossy(&body[..line_end]);
+        let size_text = size_text.split(';').next().unwrap_or_default().trim();
+        let Ok(size) = usize::from_str_radix(size_text, 16) else {
+            return false;
+        };
+        body = &body[line_end + 2..];
+        if size == 0 {
+            return find(body, b"\r\n").is_some_and(|at| at == 0)
+                || find(body, b"\r\n\r\n").is_some();
+        }
+        if body.len() < size + 2 {
+            return false;
+        }
+        body = &body[size + 2..];
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
