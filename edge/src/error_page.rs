@@ -32,6 +32,10 @@ pub enum EdgeError {
     TooManyHeaders(usize),
     /// The visitor's request body broke off or was malformed.
     BadRequestBody,
+    /// The request's host is malformed or ambiguous.
+    BadHost(&'static str),
+    /// The host is not this edge's (or not this connection's) to serve.
+    Misdirected(String),
 }
 
 impl EdgeError {
@@ -44,7 +48,8 @@ impl EdgeError {
             Self::Timeout(..) | Self::AgentNotAnswering(..) => StatusCode::GATEWAY_TIMEOUT,
             Self::UriTooLong(_) => StatusCode::URI_TOO_LONG,
             Self::TooManyHeaders(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            Self::BadRequestBody => StatusCode::BAD_REQUEST,
+            Self::BadRequestBody | Self::BadHost(_) => StatusCode::BAD_REQUEST,
+            Self::Misdirected(_) => StatusCode::MISDIRECTED_REQUEST,
         }
     }
 
@@ -61,6 +66,8 @@ impl EdgeError {
             Self::UriTooLong(_) => "uri-too-long",
             Self::TooManyHeaders(_) => "too-many-headers",
             Self::BadRequestBody => "bad-request-body",
+            Self::BadHost(_) => "bad-host",
+            Self::Misdirected(_) => "misdirected",
         }
     }
 
@@ -86,6 +93,8 @@ impl EdgeError {
             Self::BadRequestBody => {
                 "the request body broke off or was malformed; it was not passed on whole".into()
             }
+            Self::BadHost(why) => format!("bad host: {why}"),
+            Self::Misdirected(why) => format!("misdirected request: {why}"),
         }
     }
 

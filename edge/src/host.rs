@@ -4,6 +4,87 @@ use calvin_proto::PreviewName;
 use http::Request;
 use http::header::HOST;
 
+/// Where a request's host points.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A preview, and the host to hand its origin: `<name>.<domain>` with
+    /// the visitor's port, however the visitor spelled it.
+    Preview(PreviewName, String),
+    /// The bare domain, or a name under it that is not a preview label.
+    OurDomain,
+    /// No host, on a request that may lack one (HTTP/1.0).
+    NoHost,
+}
+
+/// Why a request's host is refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum HostError {
+    /// Malformed: 400.
+    Bad(&'static str),
+    /// Not this edge's to answer (a foreign host): 421.
+    Misdirected(String),
+}
+
+/// Resolves a request's host: one Host header at most, agreeing with the
+/// request target's authority when both are given, plain ASCII without
+/// userinfo.
+///
+/// A TLS connection's server name is not compared: browsers reuse one
+/// HTTP/2 connection for every name the wildcard certificate covers, and
+/// each request names its own preview.
+pub fn resolve<B>(req: &Request<B>, domain: &str) -> Result<Target, HostError> {
+    let mut hosts = req.headers().get_all(HOST).iter();
+    let header = hosts.next();
+    if hosts.next().is_some() {
+        return Err(HostError::Bad("the request has more than one Host header"));
+    }
+    let header = header
+        .map(|v| {
+            v.to_str()
+                .map_err(|_| HostError::Bad("the Host header is not plain ASCII"))
+        })
+        .transpose()?;
+    let authority = req.uri().authority().map(|a| a.as_str());
+    let host = match (authority, header) {
+        (Some(a), Some(h)) if !same_host(a, h) => {
+            return Err(HostError::Bad(
+                "the Host header and the request target name different hosts",
+            ));
+        }
+        (Some(a), _) => a,
+        (None, Some(h)) => h,
+        (None, None) if req.version() == http::Version::HTTP_10 => return Ok(Target::NoHost),
+        (None, None) => return Err(HostError::Bad("the request has no Host header")),
+    };
+    if host.contains('@') {
+        return Err(HostError::Bad("the host carries userinfo"));
+    }
+    let bare = canonical(host);
+    if let Some(name) = preview_name(host, domain) {
+        let port = strip_port(host)
+            .and_then(|h| host.strip_prefix(h))
+            .unwrap_or_default();
+        let to_origin = format!("{name}.{domain}{port}");
+        return Ok(Target::Preview(name, to_origin));
+    }
+    if bare.eq_ignore_ascii_case(domain)
+        || bare.to_ascii_lowercase().ends_with(&format!(".{domain}"))
+    {
+        return Ok(Target::OurDomain);
+    }
+    Err(HostError::Misdirected(format!("{bare} is not served here")))
+}
+
+/// A host without its port and trailing dot.
+fn canonical(host: &str) -> String {
+    let host = strip_port(host).unwrap_or(host);
+    host.strip_suffix('.').unwrap_or(host).to_owned()
+}
+
+fn same_host(a: &str, b: &str) -> bool {
+    canonical(a).eq_ignore_ascii_case(&canonical(b))
+}
+
 /// The host a request is for, as the visitor sent it: the URI's authority
 /// for HTTP/2 and absolute-form HTTP/1 requests, else the Host header.
 pub fn request_host<B>(req: &Request<B>) -> Option<&str> {

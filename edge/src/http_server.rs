@@ -26,7 +26,7 @@ use tokio_rustls::TlsAcceptor;
 use tracing::{debug, warn};
 
 use crate::h1_framing::{FramingGate, HeadLimits};
-use crate::proxy::{DrainGuard, Proxy, Scheme};
+use crate::proxy::{DrainGuard, Proxy, Scheme, Visitor};
 use crate::rewind::Rewind;
 
 /// How long a visitor has to finish the TLS handshake.
@@ -125,8 +125,11 @@ impl HttpServer {
             return;
         };
         let stream = Rewind::new(prefix, stream);
-        self.serve(stream, peer, Scheme::Http, h2, stop, drain)
-            .await;
+        let visitor = Visitor {
+            peer,
+            scheme: Scheme::Http,
+        };
+        self.serve(stream, visitor, h2, stop, drain).await;
     }
 
     async fn serve_tls(
@@ -149,11 +152,13 @@ impl HttpServer {
         else {
             return;
         };
+        let visitor = Visitor {
+            peer,
+            scheme: Scheme::Https,
+        };
         if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
             // HTTP/1.1: hyper's header timeout covers the first request.
-            return self
-                .serve(stream, peer, Scheme::Https, false, stop, drain)
-                .await;
+            return self.serve(stream, visitor, false, stop, drain).await;
         }
         let opening = read_opening(&mut stream);
         let limit = self.header_read_timeout;
@@ -163,15 +168,13 @@ impl HttpServer {
             return;
         };
         let stream = Rewind::new(prefix, stream);
-        self.serve(stream, peer, Scheme::Https, true, stop, drain)
-            .await;
+        self.serve(stream, visitor, true, stop, drain).await;
     }
 
     async fn serve<S>(
         self: Arc<Self>,
         stream: S,
-        peer: SocketAddr,
-        scheme: Scheme,
+        visitor: Visitor,
         h2: bool,
         stop: watch::Receiver<bool>,
         drain: DrainGuard,
@@ -179,9 +182,10 @@ impl HttpServer {
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let proxy = self.proxy.clone();
+        let peer = visitor.peer;
         let service = service_fn(move |req| {
             let (proxy, drain) = (proxy.clone(), drain.clone());
-            async move { Ok::<_, Infallible>(proxy.handle(req, peer, scheme, &drain).await) }
+            async move { Ok::<_, Infallible>(proxy.handle(req, &visitor, &drain).await) }
         });
         let io = TokioIo::new(stream);
         let ended = if h2 {

@@ -16,7 +16,7 @@ use tracing::debug;
 
 use crate::error_page::{self, EdgeError};
 use crate::health::{self, Health};
-use crate::host;
+use crate::host::{self, HostError, Target};
 use crate::request_body::{BodyOutcome, RequestBody};
 use crate::route_table::{Lookup, RouteTable};
 use crate::tunnel_stream::TunnelStream;
@@ -43,6 +43,13 @@ impl Scheme {
             Scheme::Https => "https",
         }
     }
+}
+
+/// Who a request comes from: the visitor's address and the scheme it used.
+#[derive(Debug, Clone, Copy)]
+pub struct Visitor {
+    pub peer: SocketAddr,
+    pub scheme: Scheme,
 }
 
 /// What the edge takes in a visitor's request head, beyond what the HTTP
@@ -104,12 +111,11 @@ impl Proxy {
     pub async fn handle(
         &self,
         req: Request<Incoming>,
-        peer: SocketAddr,
-        scheme: Scheme,
+        visitor: &Visitor,
         drain: &DrainGuard,
     ) -> Response<Body> {
         let html = error_page::accepts_html(req.headers());
-        match self.forward(req, peer, scheme, drain).await {
+        match self.forward(req, visitor, drain).await {
             Ok(response) => response,
             Err(err) => {
                 debug!(code = err.code(), "{}", err.message());
@@ -121,17 +127,20 @@ impl Proxy {
     async fn forward(
         &self,
         mut req: Request<Incoming>,
-        peer: SocketAddr,
-        scheme: Scheme,
+        visitor: &Visitor,
         drain: &DrainGuard,
     ) -> Result<Response<Body>, EdgeError> {
+        let (peer, scheme) = (visitor.peer, visitor.scheme);
         self.limits.check(&req)?;
-        let host = host::request_host(&req).unwrap_or_default().to_owned();
-        let Some(name) = host::preview_name(&host, &self.domain) else {
-            if req.uri().path() == health::PATH {
+        let target = host::resolve(&req, &self.domain);
+        let (name, host) = match target {
+            Ok(Target::Preview(name, host)) => (name, host),
+            _ if req.uri().path() == health::PATH => {
                 return Ok(self.health.response().map(Either::Right));
             }
-            return Err(EdgeError::NotAPreview);
+            Ok(Target::OurDomain | Target::NoHost) => return Err(EdgeError::NotAPreview),
+            Err(HostError::Bad(why)) => return Err(EdgeError::BadHost(why)),
+            Err(HostError::Misdirected(why)) => return Err(EdgeError::Misdirected(why)),
         };
         if let (Scheme::Http, Some(template)) = (scheme, &self.redirect_to) {
             return Ok(redirect_to_https(template, &name, req.uri()).map(Either::Right));

@@ -26,6 +26,11 @@ pub enum NameError {
     BadChar(char),
     #[error("a preview name cannot start or end with a hyphen")]
     EdgeHyphen,
+    #[error(
+        "a preview name cannot have hyphens as its third and fourth characters \
+         (DNS keeps those for internationalised names such as xn--)"
+    )]
+    ReservedHyphens,
 }
 
 impl PreviewName {
@@ -46,6 +51,11 @@ impl PreviewName {
         }
         if s.starts_with('-') || s.ends_with('-') {
             return Err(NameError::EdgeHyphen);
+        }
+        if s.get(2..4) == Some("--") {
+            // A browser shows an `xn--` label as Unicode: a look-alike of
+            // another name could be registered.
+            return Err(NameError::ReservedHyphens);
         }
         Ok(Self(s.to_ascii_lowercase()))
     }
@@ -154,6 +164,15 @@ mod tests {
         assert_eq!(PreviewName::parse(""), Err(NameError::Empty));
         assert_eq!(PreviewName::parse("-a"), Err(NameError::EdgeHyphen));
         assert_eq!(PreviewName::parse("a-"), Err(NameError::EdgeHyphen));
+        for reserved in ["xn--80ak6aa92e", "XN--abc", "ab--c"] {
+            assert_eq!(
+                PreviewName::parse(reserved),
+                Err(NameError::ReservedHyphens),
+                "{reserved}"
+            );
+        }
+        assert!(PreviewName::parse("abc--d").is_ok());
+        assert!(PreviewName::parse("a--").is_err());
         assert_eq!(PreviewName::parse("a.b"), Err(NameError::BadChar('.')));
         assert_eq!(PreviewName::parse("a_b"), Err(NameError::BadChar('_')));
         assert_eq!(PreviewName::parse("a b"), Err(NameError::BadChar(' ')));

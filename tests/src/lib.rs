@@ -8,9 +8,11 @@ pub mod gateway;
 pub mod harness;
 pub mod origin;
 pub mod pebble;
+pub mod raw_client;
 pub mod raw_origin;
 pub mod serve_edge;
 
 pub use harness::*;
 pub use origin::{Origin, pattern_bytes, sha256_hex};
+pub use raw_client::{Exchange, exchange, read_all, tls_h1};
 pub use raw_origin::RawOrigin;

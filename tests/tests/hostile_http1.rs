@@ -3,51 +3,11 @@
 //! reaches the origin (the recording origin counts every connection its
 //! agent opens); whatever it passes on is canonical HTTP/1.1.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use calvin_tests::*;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-
-/// What a raw exchange got back: everything the edge sent, and whether it
-/// closed the connection (within 2 s of its last byte).
-struct Exchange {
-    text: String,
-    closed: bool,
-}
-
-impl Exchange {
-    fn statuses(&self) -> Vec<u16> {
-        self.text
-            .match_indices("HTTP/1.1 ")
-            .filter_map(|(at, _)| self.text.get(at + 9..at + 12)?.parse().ok())
-            .collect()
-    }
-}
-
-async fn read_all<S: AsyncRead + Unpin>(stream: &mut S) -> Exchange {
-    let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
-    let closed = loop {
-        match tokio::time::timeout(Duration::from_secs(2), stream.read(&mut buf)).await {
-            Err(_) => break false,
-            Ok(Ok(0) | Err(_)) => break true,
-            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
-        }
-    };
-    Exchange {
-        text: String::from_utf8_lossy(&out).into_owned(),
-        closed,
-    }
-}
-
-async fn exchange(addr: SocketAddr, bytes: &[u8]) -> Exchange {
-    let mut tcp = TcpStream::connect(addr).await.expect("tcp");
-    tcp.write_all(bytes).await.expect("write");
-    read_all(&mut tcp).await
-}
 
 struct Live {
     edge: TestEdge,
@@ -263,13 +223,7 @@ async fn ambiguous_framing_gets_400_and_close_before_any_stream() {
         "POST / HTTP/1.1\r\nHost: {}\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
         l.host
     );
-    let tcp = TcpStream::connect(l.edge.https).await.expect("tcp");
-    let config = tls_client_config(&l.edge.ca(), &[b"http/1.1"]);
-    let name = rustls_pki_types::ServerName::try_from(l.host.clone()).expect("name");
-    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .expect("tls");
+    let mut tls = tls_h1(l.edge.https, &l.edge.ca(), &l.host).await;
     tls.write_all(request.as_bytes()).await.expect("write");
     let out = read_all(&mut tls).await;
     assert_eq!(out.statuses(), [400], "{}", out.text);

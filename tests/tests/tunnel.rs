@@ -302,7 +302,7 @@ async fn forwarding_headers_are_the_edges_own() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unknown_names_and_foreign_hosts_get_404() {
+async fn unknown_names_get_404_and_foreign_hosts_421() {
     let s = setup().await;
     let out = curl(&s.edge.ca(), &[&s.edge.url("no-such-preview")]).await;
     assert_eq!(out.status, 404);
@@ -351,8 +351,12 @@ async fn unknown_names_and_foreign_hosts_get_404() {
         ],
     )
     .await;
-    assert_eq!(out.status, 404);
-    assert!(out.text().starts_with("not a preview"));
+    // A host under another domain is not this edge's to answer at all.
+    assert_eq!(out.status, 421);
+    assert!(
+        out.text()
+            .starts_with("misdirected request: example.com is not served here")
+    );
     // And a name the same edge serves still works afterwards.
     let out = curl(&s.edge.ca(), &[&format!("{}/hello", s.url)]).await;
     assert_eq!(out.status, 200);

@@ -1,0 +1,65 @@
+//! A visitor speaking raw bytes, for what curl will not send.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+
+use crate::tls_client_config;
+
+/// What a raw exchange got back: everything the edge sent, and whether it
+/// closed the connection (within 2 s of its last byte).
+pub struct Exchange {
+    pub text: String,
+    pub closed: bool,
+}
+
+impl Exchange {
+    /// The status of every response in it, in order.
+    pub fn statuses(&self) -> Vec<u16> {
+        self.text
+            .match_indices("HTTP/1.1 ")
+            .filter_map(|(at, _)| self.text.get(at + 9..at + 12)?.parse().ok())
+            .collect()
+    }
+}
+
+/// Reads until the peer closes or is quiet for 2 s.
+pub async fn read_all<S: AsyncRead + Unpin>(stream: &mut S) -> Exchange {
+    let mut out = Vec::new();
+    let mut buf = [0u8; 4096];
+    let closed = loop {
+        match tokio::time::timeout(Duration::from_secs(2), stream.read(&mut buf)).await {
+            Err(_) => break false,
+            Ok(Ok(0) | Err(_)) => break true,
+            Ok(Ok(n)) => out.extend_from_slice(&buf[..n]),
+        }
+    };
+    Exchange {
+        text: String::from_utf8_lossy(&out).into_owned(),
+        closed,
+    }
+}
+
+/// Sends `bytes` on a new plain connection and reads what comes back.
+pub async fn exchange(addr: SocketAddr, bytes: &[u8]) -> Exchange {
+    let mut tcp = TcpStream::connect(addr).await.expect("tcp");
+    tcp.write_all(bytes).await.expect("write");
+    read_all(&mut tcp).await
+}
+
+/// A TLS connection to `addr` for `host` (the server name sent), offering
+/// HTTP/1.1 only.
+pub async fn tls_h1(addr: SocketAddr, ca: &Path, host: &str) -> TlsStream<TcpStream> {
+    let tcp = TcpStream::connect(addr).await.expect("tcp");
+    let config = tls_client_config(ca, &[b"http/1.1"]);
+    let name = rustls_pki_types::ServerName::try_from(host.to_owned()).expect("name");
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("tls")
+}
