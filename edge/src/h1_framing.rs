@@ -26,6 +26,8 @@
 
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::task::{Context, Poll, Waker};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -110,8 +112,9 @@ struct Checker {
     limits: HeadLimits,
     /// Where the request being read began.
     message_start: u64,
-    /// Whether the request being read asked for an upgrade.
-    upgrade: bool,
+    /// Where the message being read leads once it ends.
+    then: Then,
+    role: Role,
     /// Request heads passed so far.
     heads: u64,
     /// The chunk-size or trailer line being read.
@@ -140,7 +143,8 @@ impl Checker {
             state: State::Head,
             limits,
             message_start: 0,
-            upgrade: false,
+            then: Then::Head,
+            role: Role::Request,
             heads: 0,
             line: Vec::new(),
         }
@@ -243,7 +247,7 @@ impl Checker {
         // A refusal in a body comes after its head was counted.
         let passed = match self.state {
             State::Head => self.heads,
-            _ => self.heads - 1,
+            _ => self.heads.saturating_sub(1),
         };
         self.state = State::Aside;
         Checked::Refused {
@@ -256,16 +260,57 @@ impl Checker {
 
     fn message_done(&mut self, at: u64) {
         self.message_start = at;
-        self.state = if std::mem::take(&mut self.upgrade) {
-            State::AwaitingAnswer
-        } else {
-            State::Head
+        self.state = match std::mem::replace(&mut self.then, Then::Head) {
+            Then::Head => State::Head,
+            Then::AwaitAnswer => State::AwaitingAnswer,
+            Then::Aside => State::Aside,
         };
     }
 
     /// Parses the head at the start of `bytes`: its length once complete
     /// (and the state set for its body), `None` while incomplete.
     fn head(&mut self, bytes: &[u8]) -> Result<Option<usize>, Refusal> {
+        match &self.role {
+            Role::Request => self.request_head(bytes),
+            Role::Response(expect) => {
+                let expect = Expect::from(expect.load(Ordering::Acquire));
+                self.response_head(bytes, expect)
+            }
+        }
+    }
+
+    fn response_head(&mut self, bytes: &[u8], expect: Expect) -> Result<Option<usize>, Refusal> {
+        let mut headers = vec![httparse::EMPTY_HEADER; self.limits.max_headers];
+        let mut response = httparse::Response::new(&mut headers);
+        let len = match response.parse(bytes) {
+            Ok(httparse::Status::Complete(len)) => len,
+            Ok(httparse::Status::Partial) if bytes.len() > self.limits.max_head_bytes => {
+                return Err(Refusal::bad("the response head is too large"));
+            }
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(err) => return Err(Refusal::bad(format!("malformed response head: {err}"))),
+        };
+        let status = response.code.unwrap_or_default();
+        let http10 = response.version == Some(0);
+        // Conflicts are refused even where the body's length is implied.
+        let framing = framing(response.headers, http10, "response")?;
+        (self.state, self.then) = match (status, expect) {
+            (101, _) => (State::Head, Then::Aside),
+            (100..=199, _) => (State::Head, Then::Head),
+            (200..=299, Expect::Connect) => (State::Head, Then::Aside),
+            (204 | 304, _) | (_, Expect::Head) => (State::Head, Then::Head),
+            _ => match framing {
+                BodyFraming::Length(left) => (State::Fixed { left }, Then::Head),
+                BodyFraming::Chunked => (State::ChunkSize, Then::Head),
+                BodyFraming::Empty => (State::Head, Then::Head),
+                // Read to the end of the connection.
+                BodyFraming::None => (State::Aside, Then::Head),
+            },
+        };
+        Ok(Some(len))
+    }
+
+    fn request_head(&mut self, bytes: &[u8]) -> Result<Option<usize>, Refusal> {
         let mut headers = vec![httparse::EMPTY_HEADER; self.limits.max_headers];
         let mut request = httparse::Request::new(&mut headers);
         let len = match request.parse(bytes) {
@@ -296,12 +341,16 @@ impl Checker {
                     .headers
                     .iter()
                     .any(|h| h.name.eq_ignore_ascii_case("upgrade")));
-        self.state = match framing(request.headers, http10)? {
-            BodyFraming::None => State::Head,
+        self.state = match framing(request.headers, http10, "request")? {
+            BodyFraming::None | BodyFraming::Empty => State::Head,
             BodyFraming::Length(left) => State::Fixed { left },
             BodyFraming::Chunked => State::ChunkSize,
         };
-        self.upgrade = upgrade;
+        self.then = if upgrade {
+            Then::AwaitAnswer
+        } else {
+            Then::Head
+        };
         self.heads += 1;
         Ok(Some(len))
     }
@@ -343,13 +392,66 @@ fn is_final_answer(start: &[u8]) -> bool {
 
 #[derive(Debug, PartialEq, Eq)]
 enum BodyFraming {
+    /// No length given.
     None,
+    /// `Content-Length: 0`.
+    Empty,
     Length(u64),
     Chunked,
 }
 
-/// The one body framing a request head allows, or why it is ambiguous.
-fn framing(headers: &[httparse::Header<'_>], http10: bool) -> Result<BodyFraming, Refusal> {
+/// Where a message leads once it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Then {
+    Head,
+    AwaitAnswer,
+    Aside,
+}
+
+/// Which side's messages a checker reads.
+#[derive(Debug)]
+enum Role {
+    /// Visitors' requests.
+    Request,
+    /// An origin's responses, to the kind of request the [`Expect`] holds.
+    Response(Arc<AtomicU8>),
+}
+
+/// What kind of request a response answers, where that changes its framing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Expect {
+    Other = 0,
+    Head = 1,
+    Connect = 2,
+}
+
+impl From<u8> for Expect {
+    fn from(value: u8) -> Self {
+        match value {
+            1 => Expect::Head,
+            2 => Expect::Connect,
+            _ => Expect::Other,
+        }
+    }
+}
+
+impl Expect {
+    pub fn of(method: &http::Method) -> Self {
+        match *method {
+            http::Method::HEAD => Expect::Head,
+            http::Method::CONNECT => Expect::Connect,
+            _ => Expect::Other,
+        }
+    }
+}
+
+/// The one body framing a message head allows, or why it is ambiguous.
+fn framing(
+    headers: &[httparse::Header<'_>],
+    http10: bool,
+    what: &str,
+) -> Result<BodyFraming, Refusal> {
     let mut lengths = Vec::new();
     let mut codings = Vec::new();
     for header in headers {
@@ -371,23 +473,25 @@ fn framing(headers: &[httparse::Header<'_>], http10: bool) -> Result<BodyFraming
         .iter()
         .any(|h| h.name.eq_ignore_ascii_case("transfer-encoding"));
     if te && http10 {
-        return Err(Refusal::bad(
-            "HTTP/1.0 requests cannot use Transfer-Encoding",
-        ));
+        return Err(Refusal::bad(format!(
+            "an HTTP/1.0 {what} cannot use Transfer-Encoding"
+        )));
     }
     if te && !lengths.is_empty() {
-        return Err(Refusal::bad(
-            "the request has both Content-Length and Transfer-Encoding",
-        ));
+        return Err(Refusal::bad(format!(
+            "the {what} has both Content-Length and Transfer-Encoding"
+        )));
     }
     if te {
         if codings.iter().filter(|c| *c == "chunked").count() > 1 {
-            return Err(Refusal::bad("the request is chunked more than once"));
+            return Err(Refusal::bad(format!(
+                "the {what} is chunked more than once"
+            )));
         }
         if codings.last().map(String::as_str) != Some("chunked") {
-            return Err(Refusal::bad(
-                "Transfer-Encoding must end with chunked in a request",
-            ));
+            return Err(Refusal::bad(format!(
+                "Transfer-Encoding must end with chunked in a {what}"
+            )));
         }
         if let Some(other) = codings.iter().find(|c| *c != "chunked") {
             return Err(Refusal {
@@ -401,11 +505,13 @@ fn framing(headers: &[httparse::Header<'_>], http10: bool) -> Result<BodyFraming
     match lengths.as_slice() {
         [] => Ok(BodyFraming::None),
         [value] => match content_length(value) {
-            Some(0) => Ok(BodyFraming::None),
+            Some(0) => Ok(BodyFraming::Empty),
             Some(len) => Ok(BodyFraming::Length(len)),
             None => Err(Refusal::bad("Content-Length is not a decimal number")),
         },
-        _ => Err(Refusal::bad("the request has more than one Content-Length")),
+        _ => Err(Refusal::bad(format!(
+            "the {what} has more than one Content-Length"
+        ))),
     }
 }
 
@@ -451,8 +557,9 @@ pub(crate) struct FramingGate<S> {
     /// read ends (and hyper closes) only once every one is answered.
     passed: u64,
     answers: u64,
-    /// Offset past which the read fails (a refusal after hand-on).
+    /// Offset past which the read fails (a refusal after hand-on), and why.
     fail_at: Option<u64>,
+    failure: String,
     answer: Option<(Vec<u8>, usize)>,
     eof: bool,
     reader: Option<Waker>,
@@ -460,9 +567,23 @@ pub(crate) struct FramingGate<S> {
 
 impl<S> FramingGate<S> {
     pub fn new(inner: S, limits: HeadLimits) -> Self {
+        Self::with_checker(inner, Checker::new(limits))
+    }
+
+    /// A gate on an origin's connection, checking its responses: one with
+    /// ambiguous framing fails the read, so hyper gets an error (the edge
+    /// answers 502, or aborts a body under way) and never passes it on.
+    /// `expect` holds the [`Expect`] of the request in flight.
+    pub fn for_responses(inner: S, expect: Arc<AtomicU8>, limits: HeadLimits) -> Self {
+        let mut checker = Checker::new(limits);
+        checker.role = Role::Response(expect);
+        Self::with_checker(inner, checker)
+    }
+
+    fn with_checker(inner: S, checker: Checker) -> Self {
         Self {
             inner,
-            checker: Checker::new(limits),
+            checker,
             pending: Vec::new(),
             base: 0,
             checked: 0,
@@ -471,10 +592,17 @@ impl<S> FramingGate<S> {
             passed: 0,
             answers: 0,
             fail_at: None,
+            failure: String::new(),
             answer: None,
             eof: false,
             reader: None,
         }
+    }
+
+    /// The stream, and bytes read from it that hyper has not had (past an
+    /// upgrade, they belong to the new protocol).
+    pub fn into_parts(self) -> (S, Vec<u8>) {
+        (self.inner, self.pending)
     }
 
     /// Hands hyper what is ready; false when nothing is.
@@ -510,7 +638,12 @@ impl<S> FramingGate<S> {
                 passed,
             } => {
                 self.checked = self.base + self.pending.len() as u64;
-                if message >= self.base {
+                if let Role::Response(_) = self.checker.role {
+                    // Nothing of a refused response is handed on.
+                    self.ready = if message >= self.base { message } else { at };
+                    self.fail_at = Some(self.ready);
+                    self.failure = refusal.message;
+                } else if message >= self.base {
                     // Not handed on yet: hyper never sees it.
                     self.ready = message.max(self.ready);
                     self.refusal = Some(refusal);
@@ -519,6 +652,7 @@ impl<S> FramingGate<S> {
                     self.ready = at;
                     self.fail_at = Some(at);
                     tracing::debug!(message = %refusal.message, "request refused mid-body");
+                    self.failure = refusal.message;
                 }
                 self.pending.truncate((self.ready - self.base) as usize);
             }
@@ -550,7 +684,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for FramingGate<S> {
             if this.fail_at.is_some() {
                 return Poll::Ready(Err(io::Error::new(
                     io::ErrorKind::InvalidData,
-                    "malformed request framing",
+                    this.failure.clone(),
                 )));
             }
             if this.refusal.is_some() && this.answers < this.passed {
@@ -565,6 +699,32 @@ impl<S: AsyncRead + Unpin> AsyncRead for FramingGate<S> {
             if this.checker.state == State::AwaitingAnswer {
                 this.reader = Some(cx.waker().clone());
                 return Poll::Pending;
+            }
+            if let (true, State::Fixed { left } | State::ChunkData { left }) =
+                (this.pending.is_empty(), this.checker.state)
+            {
+                // Body bytes, nothing held: read straight into hyper's
+                // buffer (no copy), at most to the end of the chunk.
+                let before = buf.filled().len();
+                let want = usize::try_from(left)
+                    .unwrap_or(usize::MAX)
+                    .min(buf.remaining());
+                let mut body = ReadBuf::new(buf.initialize_unfilled_to(want));
+                std::task::ready!(Pin::new(&mut this.inner).poll_read(cx, &mut body))?;
+                let n = body.filled().len();
+                if n == 0 {
+                    this.eof = true;
+                    return Poll::Ready(Ok(()));
+                }
+                buf.advance(n);
+                let checked = this
+                    .checker
+                    .check(&buf.filled()[before..], this.base, this.base);
+                debug_assert_eq!(checked, Checked::ReadyTo(this.base + n as u64));
+                this.base += n as u64;
+                this.checked = this.base;
+                this.ready = this.base;
+                return Poll::Ready(Ok(()));
             }
             let mut chunk = [0u8; READ_SIZE];
             let mut read = ReadBuf::new(&mut chunk);

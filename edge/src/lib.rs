@@ -20,7 +20,7 @@ pub mod dev;
 pub mod dns;
 pub mod error_page;
 pub mod guesses;
-mod h1_framing;
+pub(crate) mod h1_framing;
 pub mod health;
 pub mod host;
 mod http_server;

@@ -15,6 +15,7 @@ use hyper_util::rt::TokioIo;
 use tracing::debug;
 
 use crate::error_page::{self, EdgeError};
+use crate::h1_framing::FramingGate;
 use crate::health::{self, Health};
 use crate::host::{self, HostError, Target};
 use crate::request_body::{BodyOutcome, RequestBody};
@@ -247,12 +248,35 @@ fn upstream_error(upstream: &Upstream, err: UpstreamError) -> EdgeError {
         UpstreamError::AgentOffline => EdgeError::AgentOffline(name),
         UpstreamError::NotListening(port) => EdgeError::NotListening(name, port),
         UpstreamError::ConnectTimeout(secs) => EdgeError::AgentNotAnswering(name, secs),
-        UpstreamError::Http(e) => EdgeError::BadGateway(
-            name,
-            format!("the server on port {} failed: {e}", upstream.port()),
-        ),
+        UpstreamError::Http(e) => match malformed_response(&e) {
+            Some(why) => EdgeError::BadGateway(
+                name,
+                format!(
+                    "the server on port {} sent a malformed response: {why}",
+                    upstream.port()
+                ),
+            ),
+            None => EdgeError::BadGateway(
+                name,
+                format!("the server on port {} failed: {e}", upstream.port()),
+            ),
+        },
         other => EdgeError::BadGateway(name, other.to_string()),
     }
+}
+
+/// What the response checker found wrong, when that is why `err` happened.
+fn malformed_response(err: &hyper::Error) -> Option<String> {
+    let mut source = std::error::Error::source(err);
+    while let Some(inner) = source {
+        if let Some(io) = inner.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::InvalidData
+        {
+            return Some(io.to_string());
+        }
+        source = inner.source();
+    }
+    None
 }
 
 /// Drops `Set-Cookie` headers whose `Domain` is not the preview's own host:
@@ -434,21 +458,25 @@ async fn splice_upgraded(
         }
     };
     let mut visitor = TokioIo::new(visitor);
-    let parts = match origin.downcast::<TokioIo<TunnelStream>>() {
+    let parts = match origin.downcast::<TokioIo<FramingGate<TunnelStream>>>() {
         Ok(parts) => parts,
         Err(_) => {
             debug!("upgraded upstream is not a tunnel stream");
             return;
         }
     };
-    let mut tunnel = parts.io.into_inner();
-    if !parts.read_buf.is_empty()
-        && tokio::io::AsyncWriteExt::write_all(&mut visitor, &parts.read_buf)
-            .await
-            .is_err()
-    {
-        tunnel.abort();
-        return;
+    // Bytes the origin sent after its 101: those hyper read, then those
+    // its response checker held.
+    let (mut tunnel, held) = parts.io.into_inner().into_parts();
+    for early in [&parts.read_buf[..], &held[..]] {
+        if !early.is_empty()
+            && tokio::io::AsyncWriteExt::write_all(&mut visitor, early)
+                .await
+                .is_err()
+        {
+            tunnel.abort();
+            return;
+        }
     }
     if let Err(err) = tokio::io::copy_bidirectional(&mut visitor, &mut tunnel).await {
         debug!(%err, "upgraded connection cut off");

@@ -9,7 +9,7 @@
 //! never take the streams that new requests need.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use std::time::Instant;
@@ -23,10 +23,17 @@ use hyper_util::rt::TokioIo;
 use tokio::task::AbortHandle;
 use tracing::debug;
 
+use crate::h1_framing::{Expect, FramingGate, HeadLimits};
 use crate::request_body::RequestBody;
 use crate::tunnel_stream::TunnelStream;
 
 /// Timeouts and sizes of the upstream side (from [`crate::Limits`]).
+/// What an origin's response head may hold (hyper's own defaults).
+const RESPONSE_HEAD_LIMITS: HeadLimits = HeadLimits {
+    max_head_bytes: 8192 + 4096 * 100,
+    max_headers: 100,
+};
+
 #[derive(Debug, Clone)]
 pub struct UpstreamSettings {
     /// Time for the agent to answer a new stream (it connects to the port
@@ -103,6 +110,8 @@ pub struct Upstream {
 struct Pooled {
     id: u64,
     sender: SendRequest<RequestBody>,
+    /// The kind of request in flight, for the response checker.
+    expect: Arc<AtomicU8>,
     task: AbortHandle,
 }
 
@@ -169,7 +178,9 @@ impl Upstream {
         mut req: Request<RequestBody>,
         client: SocketAddr,
     ) -> Result<Response<Incoming>, UpstreamError> {
+        let expect = Expect::of(req.method()) as u8;
         while let Some(mut conn) = self.take_idle() {
+            conn.expect.store(expect, Ordering::Release);
             let mut guard = AbortUnlessAnswered(Some(conn.task.clone()));
             match conn.sender.try_send_request(req).await {
                 Ok(response) => {
@@ -184,6 +195,7 @@ impl Upstream {
             }
         }
         let mut conn = self.connect(client).await?;
+        conn.expect.store(expect, Ordering::Release);
         let mut guard = AbortUnlessAnswered(Some(conn.task.clone()));
         let response = conn.sender.send_request(req).await?;
         guard.0 = None;
@@ -256,8 +268,11 @@ impl Upstream {
         let opened = tokio::time::timeout(limit, self.open_stream(client))
             .await
             .map_err(|_| UpstreamError::ConnectTimeout(limit.as_secs()))??;
+        let expect = Arc::new(AtomicU8::new(0));
+        let checked = FramingGate::for_responses(opened, expect.clone(), RESPONSE_HEAD_LIMITS);
         let (sender, connection) = http1::Builder::new()
-            .handshake(TokioIo::new(opened))
+            .max_headers(RESPONSE_HEAD_LIMITS.max_headers)
+            .handshake(TokioIo::new(checked))
             .await?;
         let id = self.next_conn_id.fetch_add(1, Ordering::Relaxed);
         let (name, pool) = (self.name.clone(), Arc::downgrade(self));
@@ -272,6 +287,7 @@ impl Upstream {
         Ok(Pooled {
             id,
             sender,
+            expect,
             task: task.abort_handle(),
         })
     }

@@ -416,7 +416,8 @@ async fn an_upgrade_answered_200_or_426_stays_http() {
 }
 
 /// An origin that answers an upgrade after `delay` and reports the bytes
-/// that arrived before its 101; then echoes what follows.
+/// that arrived before its 101, sends `origin-first;` with the 101, then
+/// echoes what follows.
 async fn slow_upgrading_origin(delay: Duration) -> (u16, tokio::sync::oneshot::Receiver<usize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let port = listener.local_addr().expect("addr").port();
@@ -453,7 +454,7 @@ async fn slow_upgrading_origin(delay: Duration) -> (u16, tokio::sync::oneshot::R
         }
         let _ = early_tx.send(early);
         stream
-            .write_all(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: x-test\r\n\r\n")
+            .write_all(b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: x-test\r\n\r\norigin-first;")
             .await
             .expect("101");
         echo(stream).await;
@@ -498,6 +499,8 @@ async fn bytes_after_an_upgrade_request_wait_for_the_101() {
     }
     let text = String::from_utf8_lossy(&got);
     assert!(text.starts_with("HTTP/1.1 101 "), "{text}");
+    // What the origin sent with its 101 comes first, then the echo.
+    assert!(text.ends_with("\r\n\r\norigin-first;sent-early"), "{text}");
     tcp.write_all(b" and after").await.expect("write");
     let n = tcp.read(&mut buf).await.expect("read");
     assert_eq!(&buf[..n], b" and after");
