@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use calvin_proto::{Port, PreviewName};
-use http::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE, HeaderValue};
+use http::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
 use http::{HeaderMap, Response, StatusCode};
 use http_body_util::Full;
 
@@ -36,6 +36,11 @@ pub enum EdgeError {
     BadHost(&'static str),
     /// The host is not this edge's (or not this connection's) to serve.
     Misdirected(String),
+    /// The request body is over the configured cap (bytes).
+    BodyTooLarge(u64),
+    /// Too many requests from an address or for a preview (`from ...`,
+    /// `for preview ...`).
+    RateLimited(String, crate::rates::Exceeded),
 }
 
 impl EdgeError {
@@ -50,6 +55,8 @@ impl EdgeError {
             Self::TooManyHeaders(_) => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::BadRequestBody | Self::BadHost(_) => StatusCode::BAD_REQUEST,
             Self::Misdirected(_) => StatusCode::MISDIRECTED_REQUEST,
+            Self::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::RateLimited(..) => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -68,6 +75,8 @@ impl EdgeError {
             Self::BadRequestBody => "bad-request-body",
             Self::BadHost(_) => "bad-host",
             Self::Misdirected(_) => "misdirected",
+            Self::BodyTooLarge(_) => "body-too-large",
+            Self::RateLimited(..) => "rate-limited",
         }
     }
 
@@ -95,6 +104,13 @@ impl EdgeError {
             }
             Self::BadHost(why) => format!("bad host: {why}"),
             Self::Misdirected(why) => format!("misdirected request: {why}"),
+            Self::BodyTooLarge(cap) => format!("the request body is larger than {cap} bytes"),
+            Self::RateLimited(scope, e) => format!(
+                "too many requests {scope}: at most {} per second (bursts of {}); retry in {} s",
+                e.per_second,
+                e.burst,
+                self.retry_after().unwrap_or(1)
+            ),
         }
     }
 
@@ -114,7 +130,18 @@ impl EdgeError {
         h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
         h.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
         h.insert(ERROR_HEADER, HeaderValue::from_static(self.code()));
+        if let Some(secs) = self.retry_after() {
+            h.insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
         response
+    }
+
+    /// Whole seconds a refused visitor should wait, when that is known.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            Self::RateLimited(_, e) => Some(e.retry_after.as_secs_f64().ceil().max(1.0) as u64),
+            _ => None,
+        }
     }
 }
 

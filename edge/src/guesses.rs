@@ -15,7 +15,7 @@ pub const WINDOW: Duration = Duration::from_secs(60);
 /// A source: an IPv4 address, or an IPv6 /64 (one host's usual share, which
 /// it could otherwise spread its guesses over).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Source {
+pub(crate) enum Source {
     V4(u32),
     V6(u64),
 }

@@ -25,6 +25,7 @@ pub mod health;
 pub mod host;
 mod http_server;
 pub mod proxy;
+pub mod rates;
 mod request_body;
 mod rewind;
 pub mod route_table;
@@ -151,6 +152,14 @@ pub struct Limits {
     pub max_request_head_bytes: usize,
     pub max_request_headers: usize,
     pub max_uri_bytes: usize,
+    /// A request body's bytes (413 past it, while streaming too); 0 for
+    /// no cap.
+    pub max_request_body_bytes: u64,
+    /// Requests per second from one address (an IPv6 /64) and to one
+    /// preview, each with bursts of ten seconds' worth (429 past them);
+    /// 0 turns one off.
+    pub requests_per_second_per_ip: u32,
+    pub requests_per_second_per_preview: u32,
 }
 
 impl Default for Limits {
@@ -169,6 +178,9 @@ impl Default for Limits {
             max_request_head_bytes: 64 << 10,
             max_request_headers: 100,
             max_uri_bytes: 8 << 10,
+            max_request_body_bytes: 0,
+            requests_per_second_per_ip: 100,
+            requests_per_second_per_preview: 1000,
         }
     }
 }
@@ -240,6 +252,7 @@ pub struct Edge {
     domain: String,
     routes: Arc<RouteTable<Arc<upstream::Upstream>>>,
     hub: Arc<AgentHub>,
+    rates: Arc<rates::Rates>,
     server: Arc<HttpServer>,
     grace: Duration,
 }
@@ -357,13 +370,20 @@ impl Edge {
         let health = Health::new(certs.clone(), renewal.clone(), certificates.source());
         let redirect_to =
             (settings.plain_http == PlainHttp::Redirect).then(|| bound.url_template.clone());
+        let rates = Arc::new(rates::Rates::new(
+            limits.requests_per_second_per_ip,
+            limits.requests_per_second_per_preview,
+        ));
         let proxy = Arc::new(Proxy::new(
             routes.clone(),
             domain.clone(),
             proxy::RequestLimits {
                 max_uri_bytes: limits.max_uri_bytes,
                 max_headers: limits.max_request_headers,
+                max_body_bytes: (limits.max_request_body_bytes > 0)
+                    .then_some(limits.max_request_body_bytes),
             },
+            rates.clone(),
             Duration::from_secs(limits.upstream_timeout_secs),
             health,
             redirect_to,
@@ -386,6 +406,7 @@ impl Edge {
             domain,
             routes,
             hub,
+            rates,
             server,
             grace: Duration::from_secs(limits.grace_period_secs),
         })
@@ -432,7 +453,7 @@ impl Edge {
         ));
         // Held names whose lease ended, and idle upstream connections of
         // pools nobody uses, go here.
-        let (routes, hub) = (self.routes.clone(), self.hub.clone());
+        let (routes, hub, rates) = (self.routes.clone(), self.hub.clone(), self.rates.clone());
         let every = (self.hub.upstream.idle_timeout / 2)
             .clamp(Duration::from_millis(500), Duration::from_secs(30));
         let sweeper = tokio::spawn(async move {
@@ -441,6 +462,7 @@ impl Edge {
                 every.tick().await;
                 routes.sweep(|upstream| upstream.expire_idle());
                 hub.guesses.sweep();
+                rates.sweep();
             }
         });
         let keeper = tokio::spawn(self.certificates.keep(

@@ -18,6 +18,7 @@ use crate::error_page::{self, EdgeError};
 use crate::h1_framing::FramingGate;
 use crate::health::{self, Health};
 use crate::host::{self, HostError, Target};
+use crate::rates::Rates;
 use crate::request_body::{BodyOutcome, RequestBody};
 use crate::route_table::{Lookup, RouteTable};
 use crate::tunnel_stream::TunnelStream;
@@ -61,6 +62,8 @@ pub struct RequestLimits {
     pub max_uri_bytes: usize,
     /// Header fields, counted here for HTTP/2.
     pub max_headers: usize,
+    /// Body bytes, when capped.
+    pub max_body_bytes: Option<u64>,
 }
 
 impl RequestLimits {
@@ -74,6 +77,17 @@ impl RequestLimits {
         if req.headers().len() > self.max_headers {
             return Err(EdgeError::TooManyHeaders(self.max_headers));
         }
+        if let Some(cap) = self.max_body_bytes {
+            // A declared length past the cap is refused before any byte;
+            // an undeclared one is counted as it streams.
+            let declared = req
+                .headers()
+                .get(header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+            if declared.is_some_and(|len| len > cap) {
+                return Err(EdgeError::BodyTooLarge(cap));
+            }
+        }
         Ok(())
     }
 }
@@ -83,6 +97,7 @@ pub struct Proxy {
     routes: Arc<RouteTable<Arc<Upstream>>>,
     domain: String,
     limits: RequestLimits,
+    rates: Arc<Rates>,
     response_timeout: Duration,
     health: Health,
     /// The URL template plain HTTP requests for previews are redirected
@@ -95,6 +110,7 @@ impl Proxy {
         routes: Arc<RouteTable<Arc<Upstream>>>,
         domain: String,
         limits: RequestLimits,
+        rates: Arc<Rates>,
         response_timeout: Duration,
         health: Health,
         redirect_to: Option<String>,
@@ -103,6 +119,7 @@ impl Proxy {
             routes,
             domain,
             limits,
+            rates,
             response_timeout,
             health,
             redirect_to,
@@ -132,7 +149,13 @@ impl Proxy {
         drain: &DrainGuard,
     ) -> Result<Response<Body>, EdgeError> {
         let (peer, scheme) = (visitor.peer, visitor.scheme);
-        self.limits.check(&req)?;
+        if let Err(refused) = self.limits.check(&req) {
+            linger(req);
+            return Err(refused);
+        }
+        self.rates.from_address(peer.ip()).map_err(|exceeded| {
+            EdgeError::RateLimited(format!("from {}", peer.ip().to_canonical()), exceeded)
+        })?;
         let target = host::resolve(&req, &self.domain);
         let (name, host) = match target {
             Ok(Target::Preview(name, host)) => (name, host),
@@ -146,6 +169,9 @@ impl Proxy {
         if let (Scheme::Http, Some(template)) = (scheme, &self.redirect_to) {
             return Ok(redirect_to_https(template, &name, req.uri()).map(Either::Right));
         }
+        self.rates
+            .for_preview(&name)
+            .map_err(|exceeded| EdgeError::RateLimited(format!("for preview {name}"), exceeded))?;
         let upstream = match self.routes.lookup(&name) {
             Lookup::Live(upstream) => upstream,
             Lookup::Offline => return Err(EdgeError::AgentOffline(name)),
@@ -156,7 +182,7 @@ impl Proxy {
         let visitor_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut req));
         rewrite_request(&mut req, &host, peer, scheme, upgrade.clone());
         let (mut parts, incoming) = req.into_parts();
-        let (body, mut body_watch) = RequestBody::new(incoming);
+        let (body, mut body_watch) = RequestBody::new(incoming, self.limits.max_body_bytes);
         if !body.is_end_stream() && body.size_hint().exact().is_none() {
             // hyper sends no body for a GET of unknown length unless the
             // framing says there is one.
@@ -183,6 +209,11 @@ impl Proxy {
         let mut response = match answered {
             None => {
                 return Err(EdgeError::Timeout(name, upstream.port(), limit.as_secs()));
+            }
+            Some(Err(_)) if body_watch.too_large() => {
+                return Err(EdgeError::BodyTooLarge(
+                    self.limits.max_body_bytes.unwrap_or_default(),
+                ));
             }
             Some(Err(_)) if body_watch.failed() => return Err(EdgeError::BadRequestBody),
             Some(Err(err)) => return Err(upstream_error(&upstream, err)),
@@ -262,6 +293,19 @@ fn upstream_error(upstream: &Upstream, err: UpstreamError) -> EdgeError {
             ),
         },
         other => EdgeError::BadGateway(name, other.to_string()),
+    }
+}
+
+/// Keeps an HTTP/2 request's body open a moment after the edge answered
+/// without reading it: dropped at once, h2 resets the stream with CANCEL,
+/// which clients such as curl report instead of the answer; meanwhile they
+/// read the answer and end the upload themselves.
+fn linger(req: Request<Incoming>) {
+    if req.version() == Version::HTTP_2 && !req.body().is_end_stream() {
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            drop(req);
+        });
     }
 }
 

@@ -14,13 +14,19 @@ use tokio::sync::watch;
 pub struct RequestBody {
     inner: Incoming,
     progress: watch::Sender<Progress>,
+    /// Bytes the body may still hold, when capped.
+    left: Option<u64>,
 }
+
+/// What reading the body failed with.
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 
 #[derive(Debug, Clone, Copy)]
 struct Progress {
     frames: u64,
     ended: bool,
     failed: bool,
+    too_large: bool,
 }
 
 /// What [`BodyWatch::ended_or_stalled`] saw.
@@ -42,6 +48,11 @@ impl BodyWatch {
         self.0.borrow().failed
     }
 
+    /// Whether the body went past its cap (and was cut there).
+    pub fn too_large(&self) -> bool {
+        self.0.borrow().too_large
+    }
+
     /// Resolves when the body has ended, or has not moved for `idle`.
     pub async fn ended_or_stalled(&mut self, idle: Duration) -> BodyOutcome {
         loop {
@@ -58,13 +69,20 @@ impl BodyWatch {
 }
 
 impl RequestBody {
-    pub fn new(inner: Incoming) -> (Self, BodyWatch) {
+    /// The body, cut with an error past `cap` bytes when one is given.
+    pub fn new(inner: Incoming, cap: Option<u64>) -> (Self, BodyWatch) {
         let (progress, watch) = watch::channel(Progress {
             frames: 0,
             ended: inner.is_end_stream(),
             failed: false,
+            too_large: false,
         });
-        (Self { inner, progress }, BodyWatch(watch))
+        let body = Self {
+            inner,
+            progress,
+            left: cap,
+        };
+        (body, BodyWatch(watch))
     }
 
     fn mark(&self, ended: bool) {
@@ -77,13 +95,25 @@ impl RequestBody {
 
 impl Body for RequestBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = BodyError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let (Poll::Ready(Some(Ok(frame))), Some(left)) = (&polled, self.left) {
+            let len = frame.data_ref().map_or(0, |d| d.len() as u64);
+            if len > left {
+                self.progress.send_modify(|p| {
+                    p.failed = true;
+                    p.too_large = true;
+                });
+                self.mark(true);
+                return Poll::Ready(Some(Err("the request body is over its cap".into())));
+            }
+            self.left = Some(left - len);
+        }
         match &polled {
             Poll::Ready(None) => self.mark(true),
             Poll::Ready(Some(Err(_))) => {
@@ -93,7 +123,7 @@ impl Body for RequestBody {
             Poll::Ready(Some(Ok(_))) => self.mark(self.inner.is_end_stream()),
             Poll::Pending => {}
         }
-        polled
+        polled.map(|frame| frame.map(|r| r.map_err(BodyError::from)))
     }
 
     fn is_end_stream(&self) -> bool {
