@@ -24,6 +24,8 @@ pub mod close_code {
     pub const REFUSED: u32 = 1;
     pub const PROTOCOL: u32 = 2;
     pub const SHUTTING_DOWN: u32 = 3;
+    /// The agent stopped acknowledging anything (see `AgentLink::unresponsive`).
+    pub const UNRESPONSIVE: u32 = 4;
 }
 
 /// What every agent connection shares.

@@ -70,7 +70,16 @@ pub struct AgentLink {
     settings: Arc<UpstreamSettings>,
     /// Idle upstream connections over all of this agent's previews.
     idle: AtomicUsize,
+    /// When the last liveness probe went out (ms since `epoch`), so that
+    /// requests waiting together send one between them.
+    probed_at: AtomicU64,
+    epoch: Instant,
 }
+
+/// How often a request waiting on an agent looks at what the agent sent.
+const LIVENESS_TICK: Duration = Duration::from_millis(250);
+/// Silence past which a probed agent is taken for dead, at the least.
+const LIVENESS_FLOOR: Duration = Duration::from_secs(1);
 
 impl AgentLink {
     pub fn new(conn: quinn::Connection, settings: Arc<UpstreamSettings>) -> Arc<Self> {
@@ -78,7 +87,69 @@ impl AgentLink {
             conn,
             settings,
             idle: AtomicUsize::new(0),
+            probed_at: AtomicU64::new(0),
+            epoch: Instant::now(),
         })
+    }
+
+    /// Resolves once the agent has stopped answering, and closes its
+    /// connection: meant to run beside a request that waits on it.
+    ///
+    /// Whenever nothing arrived from the agent for a tick, the edge sends
+    /// it a one-byte QUIC datagram, which its QUIC stack must acknowledge
+    /// (within its ACK delay, 25 ms) whatever its application is doing. An
+    /// agent that lets `max(1 s, 4 RTT)` pass with nothing at all is gone
+    /// (killed, or its path dropped): the requests on it fail now instead
+    /// of at the 15 s idle timeout, and it is marked offline.
+    pub async fn unresponsive(&self) {
+        // Most requests are answered before the first tick and never read
+        // the connection's statistics (which locks it).
+        let since_start = Instant::now();
+        tokio::time::sleep(LIVENESS_TICK).await;
+        let mut heard = self.conn.stats().udp_rx.datagrams;
+        let mut since = since_start;
+        self.probe();
+        let mut tick = tokio::time::interval_at(
+            tokio::time::Instant::now() + LIVENESS_TICK,
+            LIVENESS_TICK,
+        );
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let now_heard = self.conn.stats().udp_rx.datagrams;
+            if now_heard != heard {
+                (heard, since) = (now_heard, Instant::now());
+                continue;
+            }
+            let limit = LIVENESS_FLOOR.max(self.conn.rtt() * 4);
+            if since.elapsed() >= limit {
+                self.conn.close(
+                    crate::tunnel::close_code::UNRESPONSIVE.into(),
+                    b"no answer to liveness probes",
+                );
+                return;
+            }
+            self.probe();
+        }
+    }
+
+    /// Sends the agent an ACK-eliciting datagram, unless another waiting
+    /// request just did.
+    fn probe(&self) {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        let last = self.probed_at.load(Ordering::Relaxed);
+        let tick = LIVENESS_TICK.as_millis() as u64;
+        if now.saturating_sub(last) < tick / 2
+            || self
+                .probed_at
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        if self.conn.max_datagram_size().is_some() {
+            let _ = self.conn.send_datagram(bytes::Bytes::from_static(b"?"));
+        }
     }
 
     /// Counts one more idle connection, unless the budget is spent.
@@ -174,6 +245,17 @@ impl Upstream {
     /// (the origin had closed it) is sent again on the next. Dropped before
     /// the head arrives, it resets the connection it was using.
     pub async fn send(
+        self: &Arc<Self>,
+        req: Request<RequestBody>,
+        client: SocketAddr,
+    ) -> Result<Response<Incoming>, UpstreamError> {
+        tokio::select! {
+            answered = self.send_watched(req, client) => answered,
+            () = self.link.unresponsive() => Err(UpstreamError::AgentOffline),
+        }
+    }
+
+    async fn send_watched(
         self: &Arc<Self>,
         mut req: Request<RequestBody>,
         client: SocketAddr,

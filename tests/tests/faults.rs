@@ -227,7 +227,7 @@ async fn idle_connections_stay_within_the_agents_budget() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_agent_reads_offline() {
+async fn a_killed_agent_reads_offline_within_2_s() {
     let state = tempfile::tempdir().expect("tempdir");
     let edge_dir = state.path().join("edge");
     let any = "127.0.0.1:0";
@@ -242,7 +242,17 @@ async fn a_killed_agent_reads_offline() {
         200
     );
 
-    // No goodbye: the edge learns from QUIC's idle timeout (15 s).
+    // No goodbye: a request waiting on the agent when it dies, and one
+    // sent after, get 502 within 2 s (the edge probes a silent agent),
+    // not at QUIC's 15 s idle timeout.
+    let waiting = {
+        let (ca, url) = (ca.clone(), format!("{}/slow?ms=10000", created.url));
+        tokio::spawn(async move {
+            let out = curl(&ca, &["--max-time", "30", &url]).await;
+            (out, Instant::now())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
     agent.signal("KILL").await;
     let killed = Instant::now();
     let out = curl(
@@ -258,9 +268,17 @@ async fn a_killed_agent_reads_offline() {
         out.text()
     );
     assert!(
-        killed.elapsed() < Duration::from_secs(20),
-        "{:?}",
+        killed.elapsed() < Duration::from_secs(2),
+        "a request after the kill: {:?}",
         killed.elapsed()
+    );
+    let (out, answered) = waiting.await.expect("waiting request");
+    assert_eq!(out.status, 502, "{out:?}");
+    assert_eq!(out.header("x-calvin-error"), Some("agent-offline"));
+    assert!(
+        answered.duration_since(killed) < Duration::from_secs(2),
+        "a request waiting at the kill: {:?}",
+        answered.duration_since(killed)
     );
     let out = curl(&ca, &[&created.url]).await;
     assert_eq!(out.header("x-calvin-error"), Some("agent-offline"));
