@@ -22,10 +22,10 @@ use crate::rates::Rates;
 use crate::request_body::{BodyOutcome, RequestBody};
 use crate::route_table::{Lookup, RouteTable};
 use crate::tunnel_stream::TunnelStream;
-use crate::upstream::{Upstream, UpstreamError};
+use crate::upstream::{ResponseBody, Upstream, UpstreamError};
 
 /// What the edge answers with: an origin's streaming body or its own page.
-pub type Body = Either<Incoming, Full<Bytes>>;
+pub type Body = Either<ResponseBody, Full<Bytes>>;
 
 /// Held by everything a shutdown must wait for (connections, upgraded
 /// streams); the edge drains until every clone is dropped.
@@ -245,7 +245,8 @@ impl Proxy {
             h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
             h.insert(header::UPGRADE, protocol);
         }
-        Ok(response.map(Either::Left))
+        let waiting = upstream.wait_on();
+        Ok(response.map(|body| Either::Left(ResponseBody::new(body, waiting))))
     }
 }
 

@@ -9,7 +9,7 @@
 //! never take the streams that new requests need.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use std::time::Instant;
@@ -17,9 +17,14 @@ use std::time::Instant;
 use calvin_proto::io::{read_frame, write_frame};
 use calvin_proto::{Port, PreviewName, StreamAnswer, StreamHeader, StreamRefusal};
 use http::{Request, Response};
-use hyper::body::Incoming;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
+use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tracing::debug;
 
@@ -70,10 +75,30 @@ pub struct AgentLink {
     settings: Arc<UpstreamSettings>,
     /// Idle upstream connections over all of this agent's previews.
     idle: AtomicUsize,
-    /// When the last liveness probe went out (ms since `epoch`), so that
-    /// requests waiting together send one between them.
-    probed_at: AtomicU64,
-    epoch: Instant,
+    /// Things waiting on the agent now, whether a task watches it, and
+    /// whether it found the agent gone.
+    waiting: AtomicUsize,
+    watching: AtomicBool,
+    dead: watch::Sender<bool>,
+}
+
+/// Something waiting on an agent; see [`AgentLink::wait_on`].
+pub struct Waiting {
+    link: Arc<AgentLink>,
+    dead: watch::Receiver<bool>,
+}
+
+impl Waiting {
+    /// Resolves if the agent stops answering.
+    pub async fn gone(&mut self) {
+        let _ = self.dead.wait_for(|dead| *dead).await;
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.link.waiting.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// How often a request waiting on an agent looks at what the agent sent.
@@ -87,66 +112,83 @@ impl AgentLink {
             conn,
             settings,
             idle: AtomicUsize::new(0),
-            probed_at: AtomicU64::new(0),
-            epoch: Instant::now(),
+            waiting: AtomicUsize::new(0),
+            watching: AtomicBool::new(false),
+            dead: watch::channel(false).0,
         })
     }
 
-    /// Resolves once the agent has stopped answering, and closes its
-    /// connection: meant to run beside a request that waits on it.
+    /// Marks something waiting on the agent (a request for its response
+    /// head, a response body) until the guard drops; while anything waits,
+    /// one task per agent watches that the agent still answers.
+    pub fn wait_on(self: &Arc<Self>) -> Waiting {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        if !self.watching.swap(true, Ordering::AcqRel) {
+            tokio::spawn(Self::watch(Arc::downgrade(self)));
+        }
+        Waiting {
+            link: self.clone(),
+            dead: self.dead.subscribe(),
+        }
+    }
+
+    /// While anything waits on the agent: whenever nothing arrived from it
+    /// for a tick, the edge sends it a one-byte QUIC datagram, which its
+    /// QUIC stack must acknowledge (within its ACK delay, 25 ms) whatever
+    /// its application is doing. An agent that lets `max(1 s, 4 RTT)` pass
+    /// with nothing at all is gone (killed, or its path dropped): its
+    /// connection is closed, what waits on it fails now instead of at the
+    /// 15 s idle timeout, and it reads offline.
     ///
-    /// Whenever nothing arrived from the agent for a tick, the edge sends
-    /// it a one-byte QUIC datagram, which its QUIC stack must acknowledge
-    /// (within its ACK delay, 25 ms) whatever its application is doing. An
-    /// agent that lets `max(1 s, 4 RTT)` pass with nothing at all is gone
-    /// (killed, or its path dropped): the requests on it fail now instead
-    /// of at the 15 s idle timeout, and it is marked offline.
-    pub async fn unresponsive(&self) {
-        // Most requests are answered before the first tick and never read
-        // the connection's statistics (which locks it).
-        let since_start = Instant::now();
+    /// The task holds the link only while it looks (a link whose waiters
+    /// are gone is dropped, and its connection with it).
+    async fn watch(link: Weak<Self>) {
+        let start = Instant::now();
         tokio::time::sleep(LIVENESS_TICK).await;
-        let mut heard = self.conn.stats().udp_rx.datagrams;
-        let mut since = since_start;
-        self.probe();
-        let mut tick = tokio::time::interval_at(
-            tokio::time::Instant::now() + LIVENESS_TICK,
-            LIVENESS_TICK,
-        );
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (mut heard, mut since) = match link.upgrade() {
+            Some(this) => {
+                this.probe();
+                (this.conn.stats().udp_rx.datagrams, start)
+            }
+            None => return,
+        };
         loop {
-            tick.tick().await;
-            let now_heard = self.conn.stats().udp_rx.datagrams;
+            tokio::time::sleep(LIVENESS_TICK).await;
+            let Some(this) = link.upgrade() else {
+                return;
+            };
+            if this.conn.close_reason().is_some() {
+                return;
+            }
+            if this.waiting.load(Ordering::Acquire) == 0 {
+                this.watching.store(false, Ordering::Release);
+                // Someone who came meanwhile saw `watching` still set.
+                if this.waiting.load(Ordering::Acquire) == 0
+                    || this.watching.swap(true, Ordering::AcqRel)
+                {
+                    return;
+                }
+            }
+            let now_heard = this.conn.stats().udp_rx.datagrams;
             if now_heard != heard {
                 (heard, since) = (now_heard, Instant::now());
                 continue;
             }
-            let limit = LIVENESS_FLOOR.max(self.conn.rtt() * 4);
+            let limit = LIVENESS_FLOOR.max(this.conn.rtt() * 4);
             if since.elapsed() >= limit {
-                self.conn.close(
+                this.conn.close(
                     crate::tunnel::close_code::UNRESPONSIVE.into(),
                     b"no answer to liveness probes",
                 );
+                this.dead.send_replace(true);
                 return;
             }
-            self.probe();
+            this.probe();
         }
     }
 
-    /// Sends the agent an ACK-eliciting datagram, unless another waiting
-    /// request just did.
+    /// Sends the agent an ACK-eliciting datagram.
     fn probe(&self) {
-        let now = self.epoch.elapsed().as_millis() as u64;
-        let last = self.probed_at.load(Ordering::Relaxed);
-        let tick = LIVENESS_TICK.as_millis() as u64;
-        if now.saturating_sub(last) < tick / 2
-            || self
-                .probed_at
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
-        {
-            return;
-        }
         if self.conn.max_datagram_size().is_some() {
             let _ = self.conn.send_datagram(bytes::Bytes::from_static(b"?"));
         }
@@ -230,6 +272,12 @@ impl Upstream {
         self.port
     }
 
+    /// Marks something waiting on this preview's agent; see
+    /// [`AgentLink::wait_on`].
+    pub fn wait_on(&self) -> Waiting {
+        self.link.wait_on()
+    }
+
     /// Whether the agent's connection has ended.
     pub fn agent_gone(&self) -> bool {
         self.link.conn.close_reason().is_some()
@@ -249,9 +297,10 @@ impl Upstream {
         req: Request<RequestBody>,
         client: SocketAddr,
     ) -> Result<Response<Incoming>, UpstreamError> {
+        let mut waiting = self.link.wait_on();
         tokio::select! {
             answered = self.send_watched(req, client) => answered,
-            () = self.link.unresponsive() => Err(UpstreamError::AgentOffline),
+            () = waiting.gone() => Err(UpstreamError::AgentOffline),
         }
     }
 
@@ -408,5 +457,44 @@ impl Upstream {
             )),
             Err(err) => Err(offline_or(err.to_string())),
         }
+    }
+}
+
+/// An origin's response body, which keeps its agent watched while it
+/// streams: if the agent stops answering, its connection is closed and the
+/// body fails then, instead of stalling until the QUIC idle timeout; hyper
+/// aborts the visitor's response (no last chunk on HTTP/1.1, RST_STREAM on
+/// HTTP/2), never ending it as if it were whole.
+pub struct ResponseBody {
+    inner: Incoming,
+    _waiting: Waiting,
+}
+
+impl ResponseBody {
+    pub fn new(inner: Incoming, waiting: Waiting) -> Self {
+        Self {
+            inner,
+            _waiting: waiting,
+        }
+    }
+}
+
+impl Body for ResponseBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }

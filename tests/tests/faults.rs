@@ -543,3 +543,50 @@ async fn an_idle_budget_as_large_as_the_agents_streams_is_refused() {
     );
     assert!(calvin_edge::Edge::bind(settings(max - 1)).await.is_ok());
 }
+
+/// An agent killed in the middle of a response: the visitor's response is
+/// aborted within 2 s (HTTP/1.1 without its last chunk, HTTP/2 with
+/// RST_STREAM), never ended as if it were whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_cut_by_a_killed_agent_is_aborted_not_ended() {
+    for version in ["--http1.1", "--http2"] {
+        let state = tempfile::tempdir().expect("tempdir");
+        let edge_dir = state.path().join("edge");
+        let any = "127.0.0.1:0";
+        let edge = EdgeProcess::start(&edge_dir, any, any, any).await;
+        let socket = state.path().join("agent.sock");
+        let agent = agent_up(&edge_dir, edge.quic, &socket).await;
+        let origin = Origin::start().await;
+        let created = preview_when_connected(&socket, origin.port).await;
+        let ca = edge_dir.join("ca.pem");
+
+        // Events 300 ms apart; the agent dies after the first.
+        let streaming = {
+            let url = format!("{}/events", created.url);
+            let ca = ca.clone();
+            tokio::spawn(async move {
+                let out = curl(&ca, &[version, "-N", "--max-time", "30", &url]).await;
+                (out, Instant::now())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        agent.signal("KILL").await;
+        let killed = Instant::now();
+        let (out, ended) = streaming.await.expect("curl");
+        assert_eq!(out.status, 200, "{version}: {out:?}");
+        assert!(
+            out.stderr.contains("curl: ("),
+            "{version}: the cut response read as whole: {out:?}"
+        );
+        assert!(
+            out.text().starts_with("data: event 0") && !out.text().contains("event 2"),
+            "{version}: {}",
+            out.text()
+        );
+        assert!(
+            ended.duration_since(killed) < Duration::from_secs(2),
+            "{version}: aborted after {:?}",
+            ended.duration_since(killed)
+        );
+    }
+}
