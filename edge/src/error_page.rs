@@ -140,6 +140,9 @@ impl EdgeError {
     pub fn retry_after(&self) -> Option<u64> {
         match self {
             Self::RateLimited(_, e) => Some(e.retry_after.as_secs_f64().ceil().max(1.0) as u64),
+            // The edge already waited for it to come back; a few seconds
+            // more is a fair guess.
+            Self::AgentOffline(_) | Self::NotListening(..) => Some(5),
             _ => None,
         }
     }

@@ -160,6 +160,11 @@ pub struct Limits {
     /// 0 turns one off.
     pub requests_per_second_per_ip: u32,
     pub requests_per_second_per_preview: u32,
+    /// A request for a preview whose agent is reconnecting, or whose
+    /// server refuses connections (restarting), waits this long for it to
+    /// come back before 502 with Retry-After. Only requests that never
+    /// reached the origin wait; none is sent twice.
+    pub reconnect_wait_secs: u64,
 }
 
 impl Default for Limits {
@@ -181,6 +186,7 @@ impl Default for Limits {
             max_request_body_bytes: 0,
             requests_per_second_per_ip: 100,
             requests_per_second_per_preview: 1000,
+            reconnect_wait_secs: 5,
         }
     }
 }
@@ -361,6 +367,7 @@ impl Edge {
                 max_idle_per_preview: limits.upstream_max_idle_per_preview,
                 max_idle_per_agent: limits.upstream_max_idle_per_agent,
                 idle_timeout: Duration::from_secs(limits.upstream_idle_timeout_secs),
+                reconnect_wait: Duration::from_secs(limits.reconnect_wait_secs),
             }),
             hello_timeout: Duration::from_secs(limits.hello_timeout_secs),
             loopback_quic: Arc::new(tls::quic_config(certs.clone(), true)?),
@@ -384,7 +391,10 @@ impl Edge {
                     .then_some(limits.max_request_body_bytes),
             },
             rates.clone(),
-            Duration::from_secs(limits.upstream_timeout_secs),
+            proxy::Waits {
+                response: Duration::from_secs(limits.upstream_timeout_secs),
+                reconnect: Duration::from_secs(limits.reconnect_wait_secs),
+            },
             health,
             redirect_to,
         ));

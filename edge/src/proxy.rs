@@ -22,7 +22,7 @@ use crate::rates::Rates;
 use crate::request_body::{BodyOutcome, RequestBody};
 use crate::route_table::{Lookup, RouteTable};
 use crate::tunnel_stream::TunnelStream;
-use crate::upstream::{ResponseBody, Upstream, UpstreamError};
+use crate::upstream::{RETRY_EVERY, ResponseBody, Upstream, UpstreamError};
 
 /// What the edge answers with: an origin's streaming body or its own page.
 pub type Body = Either<ResponseBody, Full<Bytes>>;
@@ -92,13 +92,22 @@ impl RequestLimits {
     }
 }
 
+/// How long a request waits on others.
+#[derive(Debug, Clone, Copy)]
+pub struct Waits {
+    /// For the origin's response head, from the end of the upload.
+    pub response: Duration,
+    /// For an offline preview to come back.
+    pub reconnect: Duration,
+}
+
 /// Routes and forwards visitor requests.
 pub struct Proxy {
     routes: Arc<RouteTable<Arc<Upstream>>>,
     domain: String,
     limits: RequestLimits,
     rates: Arc<Rates>,
-    response_timeout: Duration,
+    waits: Waits,
     health: Health,
     /// The URL template plain HTTP requests for previews are redirected
     /// to; `None` serves them.
@@ -111,7 +120,7 @@ impl Proxy {
         domain: String,
         limits: RequestLimits,
         rates: Arc<Rates>,
-        response_timeout: Duration,
+        waits: Waits,
         health: Health,
         redirect_to: Option<String>,
     ) -> Self {
@@ -120,7 +129,7 @@ impl Proxy {
             domain,
             limits,
             rates,
-            response_timeout,
+            waits,
             health,
             redirect_to,
         }
@@ -140,6 +149,22 @@ impl Proxy {
                 err.response(html).map(Either::Right)
             }
         }
+    }
+
+    /// Waits up to `reconnect_wait` for an offline preview's agent to be
+    /// back: its upstream then, `None` past the wait (or once the name is
+    /// no longer held).
+    async fn back_online(&self, name: &PreviewName) -> Option<Arc<Upstream>> {
+        let deadline = tokio::time::Instant::now() + self.waits.reconnect;
+        while tokio::time::Instant::now() + RETRY_EVERY <= deadline {
+            tokio::time::sleep(RETRY_EVERY).await;
+            match self.routes.lookup(name) {
+                Lookup::Live(upstream) => return Some(upstream),
+                Lookup::Offline => {}
+                Lookup::Unknown => return None,
+            }
+        }
+        None
     }
 
     async fn forward(
@@ -174,7 +199,10 @@ impl Proxy {
             .map_err(|exceeded| EdgeError::RateLimited(format!("for preview {name}"), exceeded))?;
         let upstream = match self.routes.lookup(&name) {
             Lookup::Live(upstream) => upstream,
-            Lookup::Offline => return Err(EdgeError::AgentOffline(name)),
+            Lookup::Offline => match self.back_online(&name).await {
+                Some(upstream) => upstream,
+                None => return Err(EdgeError::AgentOffline(name)),
+            },
             Lookup::Unknown => return Err(EdgeError::UnknownName(name)),
         };
 
@@ -196,7 +224,7 @@ impl Proxy {
         // The origin's time to answer runs from the end of the upload, so an
         // upload of any length passes; an upload that stops moving for as
         // long (the visitor stalls, or the origin stops reading) does not.
-        let limit = self.response_timeout;
+        let limit = self.waits.response;
         let sent = upstream.send(req, peer);
         tokio::pin!(sent);
         let answered = tokio::select! {

@@ -51,7 +51,12 @@ pub struct UpstreamSettings {
     pub max_idle_per_agent: usize,
     /// How long an idle connection is kept.
     pub idle_timeout: Duration,
+    /// How long a request waits for a server that refuses connections.
+    pub reconnect_wait: Duration,
 }
+
+/// How often a request waiting for a server (or an agent) tries again.
+pub const RETRY_EVERY: Duration = Duration::from_millis(200);
 
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
@@ -325,7 +330,17 @@ impl Upstream {
                 },
             }
         }
-        let mut conn = self.connect(client).await?;
+        // A server that refuses connections may be restarting: nothing was
+        // sent to it, so the request waits for it a while.
+        let deadline = Instant::now() + self.link.settings.reconnect_wait;
+        let mut conn = loop {
+            match self.connect(client).await {
+                Err(UpstreamError::NotListening(_)) if Instant::now() + RETRY_EVERY < deadline => {
+                    tokio::time::sleep(RETRY_EVERY).await;
+                }
+                connected => break connected?,
+            }
+        };
         conn.expect.store(expect, Ordering::Release);
         let mut guard = AbortUnlessAnswered(Some(conn.task.clone()));
         let response = conn.sender.send_request(req).await?;

@@ -66,7 +66,15 @@ impl Drop for Origin {
 
 impl Origin {
     pub async fn start() -> Origin {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind origin");
+        Self::start_on(0).await
+    }
+
+    /// An origin on `port` (0: any), as a dev server restarting on its
+    /// port would be.
+    pub async fn start_on(port: u16) -> Origin {
+        let listener = TcpListener::bind(("127.0.0.1", port))
+            .await
+            .expect("bind origin");
         let port = listener.local_addr().expect("origin addr").port();
         let accepted = Arc::new(AtomicUsize::new(0));
         let open = Arc::new(AtomicUsize::new(0));

@@ -343,7 +343,12 @@ async fn a_bad_chunk_after_the_request_went_on_aborts_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_hidden_in_a_refused_body_never_runs() {
-    let edge = TestEdge::start().await;
+    // The offline agent is answered at once, without waiting for it.
+    let edge = TestEdge::with_limits(calvin_edge::Limits {
+        reconnect_wait_secs: 0,
+        ..Default::default()
+    })
+    .await;
     let alice = TestAgent::start(&edge, "alice").await;
     let origin = RawOrigin::start().await;
     let live = alice.preview(origin.port, None).await.name;
