@@ -26,6 +26,7 @@ use tokio_rustls::TlsAcceptor;
 use tracing::{debug, warn};
 
 use crate::h1_framing::{FramingGate, HeadLimits};
+use crate::h2_flood::FloodGuard;
 use crate::proxy::{DrainGuard, Proxy, Scheme, Visitor};
 use crate::rewind::Rewind;
 
@@ -189,6 +190,7 @@ impl HttpServer {
         });
         let io = TokioIo::new(stream);
         let ended = if h2 {
+            let io = TokioIo::new(FloodGuard::new(io.into_inner()));
             let conn = self.h2.serve_connection(io, service);
             until_stopped(conn, stop, |c| c.graceful_shutdown()).await
         } else {

@@ -21,6 +21,7 @@ pub mod dns;
 pub mod error_page;
 pub mod guesses;
 pub(crate) mod h1_framing;
+mod h2_flood;
 pub mod health;
 pub mod host;
 mod http_server;
