@@ -38,6 +38,9 @@ pub enum EdgeError {
     Misdirected(String),
     /// The request body is over the configured cap (bytes).
     BodyTooLarge(u64),
+    /// The request body came slower than the least rate: bytes per window
+    /// of seconds.
+    BodyTooSlow(u64, u64),
     /// Too many requests from an address or for a preview (`from ...`,
     /// `for preview ...`).
     RateLimited(String, crate::rates::Exceeded),
@@ -56,6 +59,7 @@ impl EdgeError {
             Self::BadRequestBody | Self::BadHost(_) => StatusCode::BAD_REQUEST,
             Self::Misdirected(_) => StatusCode::MISDIRECTED_REQUEST,
             Self::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::BodyTooSlow(..) => StatusCode::REQUEST_TIMEOUT,
             Self::RateLimited(..) => StatusCode::TOO_MANY_REQUESTS,
         }
     }
@@ -76,6 +80,7 @@ impl EdgeError {
             Self::BadHost(_) => "bad-host",
             Self::Misdirected(_) => "misdirected",
             Self::BodyTooLarge(_) => "body-too-large",
+            Self::BodyTooSlow(..) => "body-too-slow",
             Self::RateLimited(..) => "rate-limited",
         }
     }
@@ -105,6 +110,9 @@ impl EdgeError {
             Self::BadHost(why) => format!("bad host: {why}"),
             Self::Misdirected(why) => format!("misdirected request: {why}"),
             Self::BodyTooLarge(cap) => format!("the request body is larger than {cap} bytes"),
+            Self::BodyTooSlow(bytes, secs) => format!(
+                "the request body came slower than {bytes} bytes in {secs} s; it was not passed on whole"
+            ),
             Self::RateLimited(scope, e) => format!(
                 "too many requests {scope}: at most {} per second (bursts of {}); retry in {} s",
                 e.per_second,

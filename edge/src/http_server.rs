@@ -35,6 +35,8 @@ pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// HTTP/2 pings on an idle connection, and how long an answer may take.
 const H2_KEEP_ALIVE: Duration = Duration::from_secs(20);
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// How often a failing accept is logged.
+const ACCEPT_WARN_EVERY: Duration = Duration::from_secs(10);
 
 pub(crate) struct HttpServer {
     proxy: Arc<Proxy>,
@@ -86,6 +88,7 @@ impl HttpServer {
         mut stop: watch::Receiver<bool>,
         drain: DrainGuard,
     ) {
+        let mut warned: Option<std::time::Instant> = None;
         loop {
             let accepted = tokio::select! {
                 accepted = listener.accept() => accepted,
@@ -94,8 +97,13 @@ impl HttpServer {
             let (stream, peer) = match accepted {
                 Ok(pair) => pair,
                 Err(err) => {
-                    // Out of file descriptors, most likely: wait instead of spinning.
-                    warn!(%err, "accept failed");
+                    // Out of file descriptors, most likely: wait instead of
+                    // spinning, and say so once in a while, not 20 times a
+                    // second.
+                    if warned.is_none_or(|at| at.elapsed() >= ACCEPT_WARN_EVERY) {
+                        warn!(%err, "accept failed; retrying every 50 ms");
+                        warned = Some(std::time::Instant::now());
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }

@@ -166,6 +166,12 @@ pub struct Limits {
     /// come back before 502 with Retry-After. Only requests that never
     /// reached the origin wait; none is sent twice.
     pub reconnect_wait_secs: u64,
+    /// A request body must bring at least this many bytes in every window
+    /// of `request_body_rate_window_secs` while it streams (408 and the
+    /// stream cut otherwise; a slow POST cannot hold a connection for
+    /// ever); 0 turns it off.
+    pub min_request_body_bytes: u64,
+    pub request_body_rate_window_secs: u64,
 }
 
 impl Default for Limits {
@@ -188,6 +194,8 @@ impl Default for Limits {
             requests_per_second_per_ip: 100,
             requests_per_second_per_preview: 1000,
             reconnect_wait_secs: 5,
+            min_request_body_bytes: 10 << 10,
+            request_body_rate_window_secs: 10,
         }
     }
 }
@@ -390,6 +398,12 @@ impl Edge {
                 max_headers: limits.max_request_headers,
                 max_body_bytes: (limits.max_request_body_bytes > 0)
                     .then_some(limits.max_request_body_bytes),
+                min_body_rate: (limits.min_request_body_bytes > 0
+                    && limits.request_body_rate_window_secs > 0)
+                    .then(|| request_body::MinRate {
+                        bytes: limits.min_request_body_bytes,
+                        window: Duration::from_secs(limits.request_body_rate_window_secs),
+                    }),
             },
             rates.clone(),
             proxy::Waits {

@@ -19,7 +19,7 @@ use crate::h1_framing::FramingGate;
 use crate::health::{self, Health};
 use crate::host::{self, HostError, Target};
 use crate::rates::Rates;
-use crate::request_body::{BodyOutcome, RequestBody};
+use crate::request_body::{BodyOutcome, MinRate, RequestBody};
 use crate::route_table::{Lookup, RouteTable};
 use crate::tunnel_stream::TunnelStream;
 use crate::upstream::{RETRY_EVERY, ResponseBody, Upstream, UpstreamError};
@@ -64,6 +64,8 @@ pub struct RequestLimits {
     pub max_headers: usize,
     /// Body bytes, when capped.
     pub max_body_bytes: Option<u64>,
+    /// The least a body must move while it streams, when set.
+    pub min_body_rate: Option<MinRate>,
 }
 
 impl RequestLimits {
@@ -229,9 +231,16 @@ impl Proxy {
         tokio::pin!(sent);
         let answered = tokio::select! {
             answered = &mut sent => Some(answered),
-            outcome = body_watch.ended_or_stalled(limit) => match outcome {
+            outcome = body_watch.ended_or_stalled(limit, self.limits.min_body_rate) => match outcome {
                 BodyOutcome::Ended => tokio::time::timeout(limit, &mut sent).await.ok(),
                 BodyOutcome::Stalled => None,
+                BodyOutcome::TooSlow => {
+                    let rate = self.limits.min_body_rate.unwrap_or(MinRate {
+                        bytes: 0,
+                        window: Duration::ZERO,
+                    });
+                    return Err(EdgeError::BodyTooSlow(rate.bytes, rate.window.as_secs()));
+                }
             },
         };
         let mut response = match answered {

@@ -5,7 +5,7 @@
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -24,9 +24,17 @@ pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Debug, Clone, Copy)]
 struct Progress {
     frames: u64,
+    bytes: u64,
     ended: bool,
     failed: bool,
     too_large: bool,
+}
+
+/// The least a body must move: `bytes` in every `window`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MinRate {
+    pub bytes: u64,
+    pub window: Duration,
 }
 
 /// What [`BodyWatch::ended_or_stalled`] saw.
@@ -36,6 +44,8 @@ pub enum BodyOutcome {
     Ended,
     /// No frame moved for the whole period.
     Stalled,
+    /// Fewer bytes than the minimum rate came in a window.
+    TooSlow,
 }
 
 /// Watches a [`RequestBody`] from outside.
@@ -53,16 +63,37 @@ impl BodyWatch {
         self.0.borrow().too_large
     }
 
-    /// Resolves when the body has ended, or has not moved for `idle`.
-    pub async fn ended_or_stalled(&mut self, idle: Duration) -> BodyOutcome {
+    /// Resolves when the body has ended, has not moved for `idle`, or
+    /// moved slower than `min_rate` over one of its windows.
+    pub async fn ended_or_stalled(
+        &mut self,
+        idle: Duration,
+        min_rate: Option<MinRate>,
+    ) -> BodyOutcome {
+        let mut moved = Instant::now();
+        let mut window = (Instant::now(), self.0.borrow().bytes);
         loop {
-            if self.0.borrow_and_update().ended {
+            let progress = *self.0.borrow_and_update();
+            if progress.ended {
                 return BodyOutcome::Ended;
             }
-            match tokio::time::timeout(idle, self.0.changed()).await {
-                Err(_) => return BodyOutcome::Stalled,
+            if let Some(rate) = min_rate
+                && window.0.elapsed() >= rate.window
+            {
+                if progress.bytes - window.1 < rate.bytes {
+                    return BodyOutcome::TooSlow;
+                }
+                window = (Instant::now(), progress.bytes);
+            }
+            let mut wake = moved + idle;
+            if let Some(rate) = min_rate {
+                wake = wake.min(window.0 + rate.window);
+            }
+            match tokio::time::timeout_at(wake.into(), self.0.changed()).await {
+                Err(_) if moved.elapsed() >= idle => return BodyOutcome::Stalled,
+                Err(_) => {}
                 Ok(Err(_)) => return BodyOutcome::Ended,
-                Ok(Ok(())) => {}
+                Ok(Ok(())) => moved = Instant::now(),
             }
         }
     }
@@ -73,6 +104,7 @@ impl RequestBody {
     pub fn new(inner: Incoming, cap: Option<u64>) -> (Self, BodyWatch) {
         let (progress, watch) = watch::channel(Progress {
             frames: 0,
+            bytes: 0,
             ended: inner.is_end_stream(),
             failed: false,
             too_large: false,
@@ -113,6 +145,10 @@ impl Body for RequestBody {
                 return Poll::Ready(Some(Err("the request body is over its cap".into())));
             }
             self.left = Some(left - len);
+        }
+        if let Poll::Ready(Some(Ok(frame))) = &polled {
+            let len = frame.data_ref().map_or(0, |d| d.len() as u64);
+            self.progress.send_modify(|p| p.bytes += len);
         }
         match &polled {
             Poll::Ready(None) => self.mark(true),
