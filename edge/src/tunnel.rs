@@ -115,6 +115,14 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
         link,
         account,
         held: HashMap::new(),
+        control_rate: governor::RateLimiter::direct(
+            governor::Quota::per_second(
+                std::num::NonZeroU32::new(CONTROL_PER_SECOND).unwrap_or(std::num::NonZeroU32::MIN),
+            )
+            .allow_burst(
+                std::num::NonZeroU32::new(CONTROL_BURST).unwrap_or(std::num::NonZeroU32::MIN),
+            ),
+        ),
     };
     let welcome = session.welcome(hello.previews);
     info!(
@@ -167,6 +175,14 @@ fn authorize(hub: &AgentHub, source: IpAddr, hello: &Hello) -> Result<AccountId,
     })
 }
 
+/// Ends `send` and waits (a second at most) until the agent has it all: a
+/// connection closed at once drops what is still in flight, such as the
+/// message saying why.
+async fn delivered(send: &mut quinn::SendStream) {
+    let _ = send.finish();
+    let _ = tokio::time::timeout(Duration::from_secs(1), send.stopped()).await;
+}
+
 /// Sends the refusal, lets the agent read it, then closes.
 async fn refuse(conn: &quinn::Connection, send: &mut quinn::SendStream, why: Failure) {
     let reason = why.message.clone();
@@ -184,7 +200,15 @@ struct Session {
     link: Arc<AgentLink>,
     account: AccountId,
     held: HashMap<PreviewName, RouteId>,
+    /// Control messages this agent may still send at once.
+    control_rate: governor::DefaultDirectRateLimiter,
 }
+
+/// Control messages (preview, unpreview) an agent may send per second, and
+/// at once: a person or a tool previews a few ports a minute; a flood cuts
+/// the agent off, and only it.
+const CONTROL_PER_SECOND: u32 = 50;
+const CONTROL_BURST: u32 = 200;
 
 impl Session {
     fn welcome(&mut self, previews: Vec<Preview>) -> Welcome {
@@ -219,12 +243,27 @@ impl Session {
                         warn!(%err, "bad control message; closing");
                         let failure = Failure::new(ErrorCode::Protocol, err.to_string());
                         let _ = write_frame(send, &EdgeMessage::Error { id: None, failure }).await;
+                        delivered(send).await;
                         self.conn
                             .close(close_code::PROTOCOL.into(), b"bad control message");
                     }
                     return;
                 }
             };
+            if self.control_rate.check().is_err() {
+                warn!("control message flood; closing");
+                let failure = Failure::new(
+                    ErrorCode::TooManyRequests,
+                    format!(
+                        "more than {CONTROL_BURST} control messages at once or {CONTROL_PER_SECOND} a second"
+                    ),
+                );
+                let _ = write_frame(send, &EdgeMessage::Error { id: None, failure }).await;
+                delivered(send).await;
+                self.conn
+                    .close(close_code::PROTOCOL.into(), b"too many control messages");
+                return;
+            }
             let answer = match msg {
                 AgentMessage::Open { id, port, name } => match self.open(name, port) {
                     Ok(preview) => EdgeMessage::Opened { id, preview },

@@ -202,6 +202,9 @@ pub enum ErrorCode {
     UnknownName,
     /// A cap (previews per account, ...) is reached.
     LimitReached,
+    /// The agent sent control messages faster than the edge takes them;
+    /// the edge closes the connection.
+    TooManyRequests,
     /// The peer sent something the protocol does not allow here.
     Protocol,
     /// The edge is shutting down.

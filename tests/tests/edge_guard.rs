@@ -207,3 +207,137 @@ async fn a_reconnecting_agent_gets_its_names_back_and_not_anothers() {
     assert_eq!(welcome.rejected[0].name.as_str(), "bobs");
     assert_eq!(welcome.rejected[0].failure.code, ErrorCode::NameTaken);
 }
+
+/// A good agent's preview, to check that a bad agent never touches it.
+async fn good_preview(edge: &TestEdge) -> (TestAgent, Origin, String) {
+    let agent = TestAgent::start(edge, "alice").await;
+    let origin = Origin::start().await;
+    let url = agent.preview(origin.port, None).await.url;
+    (agent, origin, url)
+}
+
+/// A connection past its Welcome, for bob, with its control stream.
+async fn welcomed(edge: &TestEdge) -> (quinn::Connection, quinn::SendStream, quinn::RecvStream) {
+    let conn = dial(edge).await;
+    let (mut send, mut recv) = conn.open_bi().await.expect("stream");
+    write_frame(&mut send, &hello(token_for("bob"), PROTOCOL_VERSION))
+        .await
+        .expect("hello");
+    let welcome = read_frame::<EdgeMessage, _>(&mut recv).await.expect("read");
+    assert!(
+        matches!(welcome, Some(EdgeMessage::Welcome(_))),
+        "{welcome:?}"
+    );
+    (conn, send, recv)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_on_the_control_stream_cuts_off_only_that_agent() {
+    let edge = TestEdge::start().await;
+    let (_alice, _origin, url) = good_preview(&edge).await;
+    let (conn, mut send, _recv) = welcomed(&edge).await;
+    send.write_all(&[0, 0, 0, 9, b'{', 0xff, 0xfe, b'x', b'}', 1, 2, 3, 4])
+        .await
+        .expect("garbage");
+    let reason = tokio::time::timeout(Duration::from_secs(5), conn.closed())
+        .await
+        .expect("cut off within 5 s");
+    assert!(
+        reason.to_string().contains("bad control message"),
+        "{reason}"
+    );
+    assert_eq!(
+        curl(&edge.ca(), &[&format!("{url}/hello")]).await.status,
+        200
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_preview_requests_cuts_off_only_that_agent() {
+    let edge = TestEdge::start().await;
+    let (_alice, _origin, url) = good_preview(&edge).await;
+    let (conn, mut send, mut recv) = welcomed(&edge).await;
+    let port = Port::try_from(8080u16).expect("port");
+    let flood = tokio::spawn(async move {
+        for id in 0..10_000u64 {
+            let open = AgentMessage::Open {
+                id,
+                port,
+                name: None,
+            };
+            if write_frame(&mut send, &open).await.is_err() {
+                return id;
+            }
+        }
+        10_000
+    });
+    // Answers, until the edge says why it stops.
+    let mut last = None;
+    while let Ok(Some(msg)) = read_frame::<EdgeMessage, _>(&mut recv).await {
+        last = Some(msg);
+    }
+    let Some(EdgeMessage::Error { id: None, failure }) = last else {
+        panic!("the last answer: {last:?}");
+    };
+    assert_eq!(failure.code, ErrorCode::TooManyRequests);
+    assert!(
+        failure.message.contains("control messages"),
+        "{}",
+        failure.message
+    );
+    let reason = tokio::time::timeout(Duration::from_secs(5), conn.closed())
+        .await
+        .expect("cut off");
+    assert!(
+        reason.to_string().contains("too many control messages"),
+        "{reason}"
+    );
+    let _ = flood.await;
+    assert_eq!(
+        curl(&edge.ca(), &[&format!("{url}/hello")]).await.status,
+        200
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_never_takes_its_streams_holds_up_only_its_own_visitors() {
+    let edge = TestEdge::with_limits(calvin_edge::Limits {
+        upstream_connect_timeout_secs: 2,
+        ..Default::default()
+    })
+    .await;
+    let (_alice, _origin, url) = good_preview(&edge).await;
+    // Bob previews a port, then never accepts the streams the edge opens
+    // (no flow-control credit is ever used or given back).
+    let (_conn, mut send, mut recv) = welcomed(&edge).await;
+    let open = AgentMessage::Open {
+        id: 1,
+        port: Port::try_from(8080u16).expect("port"),
+        name: None,
+    };
+    write_frame(&mut send, &open).await.expect("open");
+    let Ok(Some(EdgeMessage::Opened { preview, .. })) = read_frame(&mut recv).await else {
+        panic!("opened");
+    };
+    let bobs = edge.url(preview.name.as_str());
+    let stalled: Vec<_> = (0..20)
+        .map(|i| {
+            let (ca, url) = (edge.ca(), format!("{bobs}/{i}"));
+            tokio::spawn(async move { curl(&ca, &["--max-time", "10", &url]).await })
+        })
+        .collect();
+    // Alice's visitors are served meanwhile, promptly.
+    for _ in 0..20 {
+        let started = Instant::now();
+        assert_eq!(
+            curl(&edge.ca(), &[&format!("{url}/hello")]).await.status,
+            200
+        );
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+    for task in stalled {
+        let out = task.await.expect("curl");
+        assert_eq!(out.status, 504, "{out:?}");
+        assert_eq!(out.header("x-calvin-error"), Some("agent-not-answering"));
+    }
+}
