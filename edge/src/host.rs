@@ -59,6 +59,9 @@ pub fn resolve<B>(req: &Request<B>, domain: &str) -> Result<Target, HostError> {
     if host.contains('@') {
         return Err(HostError::Bad("the host carries userinfo"));
     }
+    if !host.starts_with('[') && strip_port(host).is_none() {
+        return Err(HostError::Bad("the host's port is not a number from 1 to 65535"));
+    }
     let bare = canonical(host);
     if let Some(name) = preview_name(host, domain) {
         let port = strip_port(host)
@@ -117,7 +120,15 @@ fn strip_port(authority: &str) -> Option<&str> {
         return None;
     }
     match authority.rsplit_once(':') {
-        Some((host, port)) if port.bytes().all(|b| b.is_ascii_digit()) => Some(host),
+        // An empty port is allowed (RFC 3986); a present one is 1..=65535.
+        Some((host, "")) => Some(host),
+        Some((host, port))
+            if port.len() <= 5
+                && port.bytes().all(|b| b.is_ascii_digit())
+                && port.parse::<u16>().is_ok_and(|p| p > 0) =>
+        {
+            Some(host)
+        }
         Some(_) => None,
         None => Some(authority),
     }
@@ -159,6 +170,9 @@ mod tests {
             "we_b.preview.localhost",
             "user@web.preview.localhost",
             "web.preview.localhost:http",
+            "web.preview.localhost:99999999",
+            "web.preview.localhost:65536",
+            "web.preview.localhost:0",
             "[::1]:4443",
             "127.0.0.1:4443",
         ] {

@@ -137,6 +137,12 @@ async fn malformed_or_ambiguous_hosts_get_400_or_421() {
             "userinfo",
         ),
         (
+            "a port past 65535",
+            format!("GET / HTTP/1.1\r\nHost: {a}:99999999\r\n\r\n"),
+            400,
+            "port is not a number",
+        ),
+        (
             "a Host that is not ASCII",
             format!("GET / HTTP/1.1\r\nHost: {a}\u{e9}\r\n\r\n"),
             400,
