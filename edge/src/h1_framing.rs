@@ -33,6 +33,7 @@ use std::task::{Context, Poll, Waker};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::error_page::ERROR_HEADER;
+use crate::rewind::poll_write_rest;
 
 /// The longest chunk-size line (size and extensions) and trailer section
 /// the gate takes.
@@ -804,18 +805,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for FramingGate<S> {
         if let Some(refusal) = this.refusal.take() {
             this.answer = Some((refusal.response(), 0));
         }
-        while let Some((answer, written)) = &mut this.answer {
-            if *written == answer.len() {
-                std::task::ready!(Pin::new(&mut this.inner).poll_flush(cx))?;
-                this.answer = None;
-                break;
-            }
-            let n =
-                std::task::ready!(Pin::new(&mut this.inner).poll_write(cx, &answer[*written..]))?;
-            if n == 0 {
-                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
-            }
-            *written += n;
+        if let Some((answer, written)) = &mut this.answer {
+            std::task::ready!(poll_write_rest(&mut this.inner, cx, answer, written))?;
+            this.answer = None;
         }
         Pin::new(&mut this.inner).poll_shutdown(cx)
     }

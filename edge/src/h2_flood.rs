@@ -17,6 +17,8 @@ use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::rewind::poll_write_rest;
+
 /// PING and SETTINGS frames a connection may send at once...
 const BURST: f64 = 100.0;
 /// ...and per second after that.
@@ -133,17 +135,9 @@ impl<S: AsyncWrite + Unpin> FloodGuard<S> {
         if !self.written.at_boundary() {
             return Poll::Ready(Ok(()));
         }
-        while let Some((frame, done)) = &mut self.goaway {
-            if *done == frame.len() {
-                std::task::ready!(Pin::new(&mut self.inner).poll_flush(cx))?;
-                // Keep it as written so it is not sent twice.
-                break;
-            }
-            let n = std::task::ready!(Pin::new(&mut self.inner).poll_write(cx, &frame[*done..]))?;
-            if n == 0 {
-                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
-            }
-            *done += n;
+        if let Some((frame, done)) = &mut self.goaway {
+            // Kept once written, so it is not sent twice.
+            std::task::ready!(poll_write_rest(&mut self.inner, cx, frame, done))?;
         }
         Poll::Ready(Ok(()))
     }

@@ -60,7 +60,9 @@ pub fn resolve<B>(req: &Request<B>, domain: &str) -> Result<Target, HostError> {
         return Err(HostError::Bad("the host carries userinfo"));
     }
     if !host.starts_with('[') && strip_port(host).is_none() {
-        return Err(HostError::Bad("the host's port is not a number from 1 to 65535"));
+        return Err(HostError::Bad(
+            "the host's port is not a number from 1 to 65535",
+        ));
     }
     let bare = canonical(host);
     if let Some(name) = preview_name(host, domain) {

@@ -69,6 +69,25 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
     }
 }
 
+/// Writes what is left of `bytes` (past `done`, which it advances) and
+/// flushes: for a few bytes of the edge's own (an answer, a GOAWAY) put
+/// between those of the connection's HTTP server.
+pub(crate) fn poll_write_rest<S: AsyncWrite + Unpin>(
+    stream: &mut S,
+    cx: &mut Context<'_>,
+    bytes: &[u8],
+    done: &mut usize,
+) -> Poll<io::Result<()>> {
+    while *done < bytes.len() {
+        let n = std::task::ready!(Pin::new(&mut *stream).poll_write(cx, &bytes[*done..]))?;
+        if n == 0 {
+            return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+        }
+        *done += n;
+    }
+    Pin::new(stream).poll_flush(cx)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -338,6 +338,11 @@ pub async fn curl(ca: &Path, args: &[&str]) -> CurlOutput {
     }
 }
 
+/// The 99th percentile of sorted latencies.
+pub fn p99(sorted: &[Duration]) -> Duration {
+    sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)]
+}
+
 /// Retries `check` every 100 ms until it returns `Some` or `limit` passes.
 pub async fn eventually<T, F, Fut>(limit: Duration, mut check: F) -> Option<T>
 where

@@ -184,10 +184,6 @@ async fn latencies(edge: &TestEdge, url: &str, n: usize) -> Vec<Duration> {
     all
 }
 
-fn p99(sorted: &[Duration]) -> Duration {
-    sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)]
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn floods_get_goaway_while_other_visitors_go_on() {
     let edge = TestEdge::start().await;
