@@ -36,6 +36,8 @@ pub enum EdgeError {
     BadHost(&'static str),
     /// The host is not this edge's (or not this connection's) to serve.
     Misdirected(String),
+    /// The preview's account has its most requests under way.
+    AccountBusy(PreviewName, usize),
     /// The request body is over the configured cap (bytes).
     BodyTooLarge(u64),
     /// The request body came slower than the least rate: bytes per window
@@ -59,6 +61,7 @@ impl EdgeError {
             Self::BadRequestBody | Self::BadHost(_) => StatusCode::BAD_REQUEST,
             Self::Misdirected(_) => StatusCode::MISDIRECTED_REQUEST,
             Self::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::AccountBusy(..) => StatusCode::SERVICE_UNAVAILABLE,
             Self::BodyTooSlow(..) => StatusCode::REQUEST_TIMEOUT,
             Self::RateLimited(..) => StatusCode::TOO_MANY_REQUESTS,
         }
@@ -80,6 +83,7 @@ impl EdgeError {
             Self::BadHost(_) => "bad-host",
             Self::Misdirected(_) => "misdirected",
             Self::BodyTooLarge(_) => "body-too-large",
+            Self::AccountBusy(..) => "account-busy",
             Self::BodyTooSlow(..) => "body-too-slow",
             Self::RateLimited(..) => "rate-limited",
         }
@@ -110,6 +114,9 @@ impl EdgeError {
             Self::BadHost(why) => format!("bad host: {why}"),
             Self::Misdirected(why) => format!("misdirected request: {why}"),
             Self::BodyTooLarge(cap) => format!("the request body is larger than {cap} bytes"),
+            Self::AccountBusy(n, max) => format!(
+                "preview {n}: its account has {max} requests under way, its most; retry shortly"
+            ),
             Self::BodyTooSlow(bytes, secs) => format!(
                 "the request body came slower than {bytes} bytes in {secs} s; it was not passed on whole"
             ),
@@ -151,6 +158,7 @@ impl EdgeError {
             // The edge already waited for it to come back; a few seconds
             // more is a fair guess.
             Self::AgentOffline(_) | Self::NotListening(..) => Some(5),
+            Self::AccountBusy(..) => Some(1),
             _ => None,
         }
     }

@@ -172,6 +172,9 @@ pub struct Limits {
     /// ever); 0 turns it off.
     pub min_request_body_bytes: u64,
     pub request_body_rate_window_secs: u64,
+    /// Requests under way at once (waiting for or streaming a response)
+    /// over all of one account's agents; past it 503 with Retry-After.
+    pub max_streams_per_account: usize,
 }
 
 impl Default for Limits {
@@ -196,6 +199,7 @@ impl Default for Limits {
             reconnect_wait_secs: 5,
             min_request_body_bytes: 10 << 10,
             request_body_rate_window_secs: 10,
+            max_streams_per_account: 1000,
         }
     }
 }
@@ -377,10 +381,12 @@ impl Edge {
                 max_idle_per_agent: limits.upstream_max_idle_per_agent,
                 idle_timeout: Duration::from_secs(limits.upstream_idle_timeout_secs),
                 reconnect_wait: Duration::from_secs(limits.reconnect_wait_secs),
+                max_streams_per_account: limits.max_streams_per_account,
             }),
             hello_timeout: Duration::from_secs(limits.hello_timeout_secs),
             loopback_quic: Arc::new(tls::quic_config(certs.clone(), true)?),
             guesses: guesses::Guesses::default(),
+            account_streams: dashmap::DashMap::new(),
         });
         let renewal = Renewal::default();
         let health = Health::new(certs.clone(), renewal.clone(), certificates.source());

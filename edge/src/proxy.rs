@@ -243,7 +243,7 @@ impl Proxy {
                 }
             },
         };
-        let mut response = match answered {
+        let (mut response, waiting) = match answered {
             None => {
                 return Err(EdgeError::Timeout(name, upstream.port(), limit.as_secs()));
             }
@@ -282,7 +282,6 @@ impl Proxy {
             h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
             h.insert(header::UPGRADE, protocol);
         }
-        let waiting = upstream.wait_on();
         Ok(response.map(|body| Either::Left(ResponseBody::new(body, waiting))))
     }
 }
@@ -317,6 +316,7 @@ fn upstream_error(upstream: &Upstream, err: UpstreamError) -> EdgeError {
         UpstreamError::AgentOffline => EdgeError::AgentOffline(name),
         UpstreamError::NotListening(port) => EdgeError::NotListening(name, port),
         UpstreamError::ConnectTimeout(secs) => EdgeError::AgentNotAnswering(name, secs),
+        UpstreamError::AccountBusy(max) => EdgeError::AccountBusy(name, max),
         UpstreamError::Http(e) => match malformed_response(&e) {
             Some(why) => EdgeError::BadGateway(
                 name,

@@ -39,6 +39,8 @@ pub(crate) struct AgentHub {
     pub hello_timeout: Duration,
     /// The QUIC configuration for agents on this machine (jumbo packets).
     pub loopback_quic: Arc<quinn::ServerConfig>,
+    /// Requests under way per account, over all of its agents.
+    pub account_streams: dashmap::DashMap<AccountId, Arc<std::sync::atomic::AtomicUsize>>,
     /// Unknown tokens per source, to refuse token guessing.
     pub guesses: crate::guesses::Guesses,
 }
@@ -108,7 +110,12 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
         }
     };
     tracing::Span::current().record("account", account.as_str());
-    let link = AgentLink::new(conn.clone(), hub.upstream.clone());
+    let streams = hub
+        .account_streams
+        .entry(account.clone())
+        .or_default()
+        .clone();
+    let link = AgentLink::new(conn.clone(), hub.upstream.clone(), streams);
     let mut session = Session {
         hub,
         conn,

@@ -53,6 +53,8 @@ pub struct UpstreamSettings {
     pub idle_timeout: Duration,
     /// How long a request waits for a server that refuses connections.
     pub reconnect_wait: Duration,
+    /// Requests under way at once over all of an account's agents.
+    pub max_streams_per_account: usize,
 }
 
 /// How often a request waiting for a server (or an agent) tries again.
@@ -72,6 +74,8 @@ pub enum UpstreamError {
     Tunnel(String),
     #[error("the origin's HTTP failed: {0}")]
     Http(#[from] hyper::Error),
+    #[error("the account has {0} requests under way, its most")]
+    AccountBusy(usize),
 }
 
 /// One agent connection, as its previews' upstreams share it.
@@ -85,6 +89,9 @@ pub struct AgentLink {
     waiting: AtomicUsize,
     watching: AtomicBool,
     dead: watch::Sender<bool>,
+    /// Requests under way over all of the account's agents (shared by its
+    /// links).
+    account_streams: Arc<AtomicUsize>,
 }
 
 /// Something waiting on an agent; see [`AgentLink::wait_on`].
@@ -103,6 +110,7 @@ impl Waiting {
 impl Drop for Waiting {
     fn drop(&mut self) {
         self.link.waiting.fetch_sub(1, Ordering::AcqRel);
+        self.link.account_streams.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -112,7 +120,13 @@ const LIVENESS_TICK: Duration = Duration::from_millis(250);
 const LIVENESS_FLOOR: Duration = Duration::from_secs(1);
 
 impl AgentLink {
-    pub fn new(conn: quinn::Connection, settings: Arc<UpstreamSettings>) -> Arc<Self> {
+    /// `account_streams` counts the requests under way over all of the
+    /// account's agents.
+    pub fn new(
+        conn: quinn::Connection,
+        settings: Arc<UpstreamSettings>,
+        account_streams: Arc<AtomicUsize>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             conn,
             settings,
@@ -120,21 +134,33 @@ impl AgentLink {
             waiting: AtomicUsize::new(0),
             watching: AtomicBool::new(false),
             dead: watch::channel(false).0,
+            account_streams,
         })
     }
 
-    /// Marks something waiting on the agent (a request for its response
-    /// head, a response body) until the guard drops; while anything waits,
-    /// one task per agent watches that the agent still answers.
-    pub fn wait_on(self: &Arc<Self>) -> Waiting {
+    /// Marks a request under way on the agent (waiting for its response
+    /// head, then streaming its body) until the guard drops, unless its
+    /// account already has its most under way. While anything waits, one
+    /// task per agent watches that the agent still answers.
+    fn wait_on(self: &Arc<Self>) -> Result<Waiting, UpstreamError> {
+        let max = self.settings.max_streams_per_account;
+        if self
+            .account_streams
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .is_err()
+        {
+            return Err(UpstreamError::AccountBusy(max));
+        }
         self.waiting.fetch_add(1, Ordering::AcqRel);
         if !self.watching.swap(true, Ordering::AcqRel) {
             tokio::spawn(Self::watch(Arc::downgrade(self)));
         }
-        Waiting {
+        Ok(Waiting {
             link: self.clone(),
             dead: self.dead.subscribe(),
-        }
+        })
     }
 
     /// While anything waits on the agent: whenever nothing arrived from it
@@ -277,12 +303,6 @@ impl Upstream {
         self.port
     }
 
-    /// Marks something waiting on this preview's agent; see
-    /// [`AgentLink::wait_on`].
-    pub fn wait_on(&self) -> Waiting {
-        self.link.wait_on()
-    }
-
     /// Whether the agent's connection has ended.
     pub fn agent_gone(&self) -> bool {
         self.link.conn.close_reason().is_some()
@@ -292,21 +312,24 @@ impl Upstream {
         self.idle.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Sends `req` to the origin and returns its response head; the body
-    /// streams. Uses an idle connection when one is ready, else opens one
-    /// for `client`. A request that an idle connection could not even start
-    /// (the origin had closed it) is sent again on the next. Dropped before
-    /// the head arrives, it resets the connection it was using.
+    /// Sends `req` to the origin and returns its response head, and the
+    /// guard to keep with its body as it streams (see
+    /// [`AgentLink::wait_on`]). Uses an idle connection when one is ready,
+    /// else opens one for `client`. A request that an idle connection could
+    /// not even start (the origin had closed it) is sent again on the
+    /// next. Dropped before the head arrives, it resets the connection it
+    /// was using.
     pub async fn send(
         self: &Arc<Self>,
         req: Request<RequestBody>,
         client: SocketAddr,
-    ) -> Result<Response<Incoming>, UpstreamError> {
-        let mut waiting = self.link.wait_on();
-        tokio::select! {
-            answered = self.send_watched(req, client) => answered,
-            () = waiting.gone() => Err(UpstreamError::AgentOffline),
-        }
+    ) -> Result<(Response<Incoming>, Waiting), UpstreamError> {
+        let mut waiting = self.link.wait_on()?;
+        let answered = tokio::select! {
+            answered = self.send_watched(req, client) => answered?,
+            () = waiting.gone() => return Err(UpstreamError::AgentOffline),
+        };
+        Ok((answered, waiting))
     }
 
     async fn send_watched(

@@ -155,3 +155,47 @@ async fn requests_past_the_rate_of_a_preview_get_429_with_retry_after() {
     let out = curl(&ca, &[&format!("{}/hello", other.url)]).await;
     assert_eq!(out.status, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_account_past_its_requests_under_way_gets_503_for_the_rest() {
+    let edge = TestEdge::with_limits(Limits {
+        max_streams_per_account: 2,
+        ..Default::default()
+    })
+    .await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let (origin, other_origin) = (Origin::start().await, Origin::start().await);
+    let url = agent.preview(origin.port, None).await.url;
+    let other = agent.preview(other_origin.port, None).await.url;
+    let bob = TestAgent::start(&edge, "bob").await;
+    let bobs = bob.preview(origin.port, None).await.url;
+    let ca = edge.ca();
+
+    // Two slow requests hold the account's two slots; a third, even to
+    // another preview of the account, is refused until they are done.
+    let slow: Vec<_> = (0..2)
+        .map(|_| {
+            let (ca, url) = (ca.clone(), format!("{url}/slow?ms=1500"));
+            tokio::spawn(async move { curl(&ca, &[&url]).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let refused = curl(&ca, &[&format!("{other}/hello")]).await;
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert_eq!(refused.header("x-calvin-error"), Some("account-busy"));
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    assert!(
+        refused
+            .text()
+            .contains("its account has 2 requests under way"),
+        "{}",
+        refused.text()
+    );
+    // Another account is not held back meanwhile.
+    assert_eq!(curl(&ca, &[&format!("{bobs}/hello")]).await.status, 200);
+    for task in slow {
+        assert_eq!(task.await.expect("curl").status, 200);
+    }
+    // The slots came back.
+    assert_eq!(curl(&ca, &[&format!("{other}/hello")]).await.status, 200);
+}
