@@ -128,9 +128,21 @@ async fn a_body_cut_short_fails_for_the_visitor() {
             format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes(),
         )
         .await;
-        assert!(out.text.starts_with("HTTP/1.1 200 "), "{}", out.text);
+        // hyper may drop the head it had not flushed yet when the body
+        // fails at once: nothing at all is a failure too. What must never
+        // come is an answer that reads as whole.
         assert!(out.closed, "{label}: the connection stays open");
-        assert!(!out.text.ends_with("0\r\n\r\n"), "{label}: {}", out.text);
+        if !out.text.is_empty() {
+            assert!(out.text.starts_with("HTTP/1.1 200 "), "{}", out.text);
+            assert!(!out.text.ends_with("0\r\n\r\n"), "{label}: {}", out.text);
+            if let Some(body) = out.text.split_once("\r\n\r\n").map(|(_, b)| b) {
+                assert!(
+                    !out.text.contains("content-length: 10\r\n") || body.len() < 10,
+                    "{label}: {}",
+                    out.text
+                );
+            }
+        }
     }
 }
 
