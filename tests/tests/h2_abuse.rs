@@ -38,6 +38,35 @@ async fn h2_conn(edge: &TestEdge, host: &str) -> TlsStream<TcpStream> {
     tls
 }
 
+/// A preview on a fresh edge, and the names a raw client needs for it.
+struct Preview {
+    edge: TestEdge,
+    created: calvin_agent::api::PreviewCreated,
+    host: String,
+    authority: String,
+    _agent: TestAgent,
+    _origin: Origin,
+}
+
+impl Preview {
+    async fn start() -> Preview {
+        let edge = TestEdge::start().await;
+        let agent = TestAgent::start(&edge, "alice").await;
+        let origin = Origin::start().await;
+        let created = agent.preview(origin.port, None).await;
+        let host = format!("{}.{DOMAIN}", created.name);
+        let authority = format!("{host}:{}", edge.https.port());
+        Preview {
+            edge,
+            created,
+            host,
+            authority,
+            _agent: agent,
+            _origin: origin,
+        }
+    }
+}
+
 /// What a connection sent back until it ended or `limit` passed: the
 /// GOAWAY error code if one came, frame types seen, and whether it ended.
 struct Answer {
@@ -186,12 +215,14 @@ async fn latencies(edge: &TestEdge, url: &str, n: usize) -> Vec<Duration> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn floods_get_goaway_while_other_visitors_go_on() {
-    let edge = TestEdge::start().await;
-    let agent = TestAgent::start(&edge, "alice").await;
-    let origin = Origin::start().await;
-    let created = agent.preview(origin.port, None).await;
-    let host = format!("{}.{DOMAIN}", created.name);
-    let authority = format!("{host}:{}", edge.https.port());
+    let Preview {
+        edge,
+        created,
+        host,
+        authority,
+        _agent,
+        _origin,
+    } = Preview::start().await;
 
     let quiet = latencies(&edge, &created.url, 300).await;
     let rss_before = rss_kib();
@@ -233,12 +264,14 @@ async fn floods_get_goaway_while_other_visitors_go_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_pinging_as_browsers_do_is_served() {
-    let edge = TestEdge::start().await;
-    let agent = TestAgent::start(&edge, "alice").await;
-    let origin = Origin::start().await;
-    let created = agent.preview(origin.port, None).await;
-    let host = format!("{}.{DOMAIN}", created.name);
-    let authority = format!("{host}:{}", edge.https.port());
+    let Preview {
+        edge,
+        host,
+        authority,
+        created: _,
+        _agent,
+        _origin,
+    } = Preview::start().await;
     let mut tls = h2_conn(&edge, &host).await;
     let mut bytes: Vec<u8> = (0..50u64)
         .flat_map(|i| frame(6, 0, 0, &i.to_be_bytes()))
@@ -262,12 +295,14 @@ async fn a_client_pinging_as_browsers_do_is_served() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_zero_window_holds_only_a_bounded_buffer() {
-    let edge = TestEdge::start().await;
-    let agent = TestAgent::start(&edge, "alice").await;
-    let origin = Origin::start().await;
-    let created = agent.preview(origin.port, None).await;
-    let host = format!("{}.{DOMAIN}", created.name);
-    let authority = format!("{host}:{}", edge.https.port());
+    let Preview {
+        edge,
+        created,
+        host,
+        authority,
+        _agent,
+        _origin,
+    } = Preview::start().await;
     let rss_before = rss_kib();
     // SETTINGS_INITIAL_WINDOW_SIZE = 0, then 20 downloads of 64 MiB each.
     let mut conns = Vec::new();
