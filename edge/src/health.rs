@@ -1,9 +1,11 @@
 //! `GET /healthz` on any host that is not a preview (the zone's apex, the
-//! edge's address): the certificate being served and its renewal, as JSON.
+//! edge's address): the certificate being served and its renewal, and how
+//! many agents are connected and previews online, as JSON.
 //! 200 while a valid certificate is served, 503 otherwise, so a load
 //! balancer or a monitor can act on the status alone.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -23,6 +25,15 @@ pub struct Health {
     renewal: Renewal,
     source: &'static str,
     started: Instant,
+    tunnel: Tunnel,
+}
+
+/// Where the health report reads what the tunnel carries now.
+pub struct Tunnel {
+    /// Agents connected (welcomed and not yet gone).
+    pub agents: Arc<AtomicUsize>,
+    /// Previews served now (their agent connected).
+    pub previews: Box<dyn Fn() -> usize + Send + Sync>,
 }
 
 #[derive(Serialize)]
@@ -31,6 +42,8 @@ struct Report {
     uptime_secs: u64,
     certificate: Option<CertificateReport>,
     renewal: RenewalStatus,
+    agents_connected: usize,
+    previews_online: usize,
 }
 
 #[derive(Serialize)]
@@ -47,12 +60,18 @@ struct CertificateReport {
 }
 
 impl Health {
-    pub fn new(certs: Arc<CertStore>, renewal: Renewal, source: &'static str) -> Self {
+    pub fn new(
+        certs: Arc<CertStore>,
+        renewal: Renewal,
+        source: &'static str,
+        tunnel: Tunnel,
+    ) -> Self {
         Self {
             certs,
             renewal,
             source,
             started: Instant::now(),
+            tunnel,
         }
     }
 
@@ -76,6 +95,8 @@ impl Health {
             uptime_secs: self.started.elapsed().as_secs(),
             certificate,
             renewal: self.renewal.status(),
+            agents_connected: self.tunnel.agents.load(Ordering::Relaxed),
+            previews_online: (self.tunnel.previews)(),
         };
         let body = serde_json::to_vec_pretty(&report).unwrap_or_default();
         let mut response = Response::new(Full::new(Bytes::from(body)));

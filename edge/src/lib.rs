@@ -131,7 +131,7 @@ pub struct Limits {
     /// An origin gets this long to send its response head (504 after).
     pub upstream_timeout_secs: u64,
     /// An agent gets this long to answer a new upstream stream; longer
-    /// than the QUIC idle timeout (15 s), so a request to an agent that died
+    /// than the QUIC idle timeout (12 s), so a request to an agent that died
     /// silently ends as "offline".
     pub upstream_connect_timeout_secs: u64,
     /// An idle upstream connection is closed after this long.
@@ -389,11 +389,21 @@ impl Edge {
             account_streams: dashmap::DashMap::new(),
         });
         let renewal = Renewal::default();
-        let health = Health::new(certs.clone(), renewal.clone(), certificates.source());
+        let online = routes.clone();
+        let health = Health::new(
+            certs.clone(),
+            renewal.clone(),
+            certificates.source(),
+            health::Tunnel {
+                agents: hub.connected.clone(),
+                previews: Box::new(move || online.live_total()),
+            },
+        );
         let redirect_to =
             (settings.plain_http == PlainHttp::Redirect).then(|| bound.url_template.clone());
         let rates = Arc::new(rates::Rates::new(
             limits.requests_per_second_per_ip,
+            connected: Arc::default(),
             limits.requests_per_second_per_preview,
         ));
         let proxy = Arc::new(Proxy::new(

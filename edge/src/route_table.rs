@@ -217,6 +217,11 @@ impl<T: Clone> RouteTable<T> {
         self.entries.is_empty()
     }
 
+    /// How many names are served now, over all accounts.
+    pub fn live_total(&self) -> usize {
+        self.live_per_account.iter().map(|c| *c.value()).sum()
+    }
+
     /// How many names `account` serves now.
     pub fn live_count(&self, account: &AccountId) -> usize {
         self.live_per_account.get(account).map_or(0, |c| *c)

@@ -43,6 +43,8 @@ pub(crate) struct AgentHub {
     pub account_streams: dashmap::DashMap<AccountId, Arc<std::sync::atomic::AtomicUsize>>,
     /// Unknown tokens per source, to refuse token guessing.
     pub guesses: crate::guesses::Guesses,
+    /// Agents welcomed and not yet gone (for the health report).
+    pub connected: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Accepts agents until `stop` turns true. Connections already made stay
@@ -133,6 +135,10 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
     };
     let welcome = session.welcome(hello.previews);
     info!(
+    session
+        .hub
+        .connected
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         account = %session.account,
         restored = welcome.restored.len(),
         rejected = welcome.rejected.len(),
@@ -329,6 +335,9 @@ impl Session {
             self.hub.routes.disconnect(name, *id);
         }
         info!(account = %self.account, previews = self.held.len(), "agent disconnected");
+        self.hub
+            .connected
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

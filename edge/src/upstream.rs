@@ -169,7 +169,7 @@ impl AgentLink {
     /// its application is doing. An agent that lets `max(1 s, 4 RTT)` pass
     /// with nothing at all is gone (killed, or its path dropped): its
     /// connection is closed, what waits on it fails now instead of at the
-    /// 15 s idle timeout, and it reads offline.
+    /// 12 s idle timeout, and it reads offline.
     ///
     /// The task holds the link only while it looks (a link whose waiters
     /// are gone is dropped, and its connection with it).

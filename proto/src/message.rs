@@ -23,10 +23,14 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// The QUIC ALPN of the agent<->edge protocol.
 pub const ALPN: &[u8] = b"calvin/1";
 
-/// Both sides send QUIC keep-alives this often...
+/// The agent sends QUIC keep-alives this often...
 pub const KEEP_ALIVE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(5);
-/// ...and take a connection silent for three intervals as dead.
-pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+/// ...and both sides take a connection silent this long as dead: within
+/// three intervals of its last packet, even when this side sent something
+/// after it (RFC 9000 10.1 restarts the idle timer at the first
+/// ack-eliciting packet sent after one received). A lost keep-alive is
+/// followed by QUIC's probes within a PTO, so loss alone does not end it.
+pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(12);
 
 /// The data streams an agent lets its edge have open at once (one per
 /// upstream connection). The edge keeps its idle connections well under it.

@@ -395,9 +395,16 @@ pub struct Process {
 impl Process {
     /// Starts `binary(name) ARGS`, stdout piped, stderr inherited.
     pub fn start(name: &str, args: &[&str]) -> Process {
+        let mut command = tokio::process::Command::new(binary(name));
+        command.args(args);
+        Self::spawn(command)
+    }
+
+    /// Starts `command` (stdout piped, stderr inherited).
+    pub fn spawn(mut command: tokio::process::Command) -> Process {
         use tokio::io::AsyncBufReadExt;
-        let mut child = tokio::process::Command::new(binary(name))
-            .args(args)
+        let name = format!("{:?}", command.as_std().get_program());
+        let mut child = command
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .kill_on_drop(true)

@@ -6,6 +6,7 @@
 pub mod fake_slack;
 pub mod gateway;
 pub mod harness;
+pub mod netns;
 pub mod origin;
 pub mod pebble;
 pub mod raw_client;

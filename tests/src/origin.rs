@@ -75,6 +75,15 @@ impl Origin {
         let listener = TcpListener::bind(("127.0.0.1", port))
             .await
             .expect("bind origin");
+        Self::serve(listener)
+    }
+
+    /// An origin on a listener made elsewhere (in a network namespace).
+    pub fn start_in(listener: std::net::TcpListener) -> Origin {
+        Self::serve(TcpListener::from_std(listener).expect("tokio listener"))
+    }
+
+    fn serve(listener: TcpListener) -> Origin {
         let port = listener.local_addr().expect("origin addr").port();
         let accepted = Arc::new(AtomicUsize::new(0));
         let open = Arc::new(AtomicUsize::new(0));

@@ -244,7 +244,7 @@ async fn a_killed_agent_reads_offline_within_2_s() {
 
     // No goodbye: a request waiting on the agent when it dies, and one
     // sent after, get 502 within 2 s (the edge probes a silent agent),
-    // not at QUIC's 15 s idle timeout.
+    // not at QUIC's 12 s idle timeout.
     let waiting = {
         let (ca, url) = (ca.clone(), format!("{}/slow?ms=10000", created.url));
         tokio::spawn(async move {
