@@ -386,6 +386,7 @@ impl Edge {
             hello_timeout: Duration::from_secs(limits.hello_timeout_secs),
             loopback_quic: Arc::new(tls::quic_config(certs.clone(), true)?),
             guesses: guesses::Guesses::default(),
+            connected: Arc::default(),
             account_streams: dashmap::DashMap::new(),
         });
         let renewal = Renewal::default();
@@ -403,7 +404,6 @@ impl Edge {
             (settings.plain_http == PlainHttp::Redirect).then(|| bound.url_template.clone());
         let rates = Arc::new(rates::Rates::new(
             limits.requests_per_second_per_ip,
-            connected: Arc::default(),
             limits.requests_per_second_per_preview,
         ));
         let proxy = Arc::new(Proxy::new(

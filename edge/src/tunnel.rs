@@ -134,11 +134,11 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
         ),
     };
     let welcome = session.welcome(hello.previews);
-    info!(
     session
         .hub
         .connected
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    info!(
         account = %session.account,
         restored = welcome.restored.len(),
         rejected = welcome.rejected.len(),
@@ -334,10 +334,10 @@ impl Session {
         for (name, id) in &self.held {
             self.hub.routes.disconnect(name, *id);
         }
-        info!(account = %self.account, previews = self.held.len(), "agent disconnected");
         self.hub
             .connected
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        info!(account = %self.account, previews = self.held.len(), "agent disconnected");
     }
 }
 
