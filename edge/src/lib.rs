@@ -14,6 +14,7 @@
 
 pub mod accounts;
 pub mod acme;
+pub mod bandwidth;
 pub mod cert_store;
 pub mod config;
 pub mod dev;
@@ -175,6 +176,11 @@ pub struct Limits {
     /// Requests under way at once (waiting for or streaming a response)
     /// over all of one account's agents; past it 503 with Retry-After.
     pub max_streams_per_account: usize,
+    /// Body bytes per second over all of one account's previews and
+    /// agents, both ways (uploads to the origin, responses and upgraded
+    /// connections back), in bursts of one second's worth; past it they
+    /// wait (shaped, not refused). 0 turns it off.
+    pub max_bytes_per_second_per_account: u64,
 }
 
 impl Default for Limits {
@@ -200,6 +206,7 @@ impl Default for Limits {
             min_request_body_bytes: 10 << 10,
             request_body_rate_window_secs: 10,
             max_streams_per_account: 1000,
+            max_bytes_per_second_per_account: 0,
         }
     }
 }
@@ -382,6 +389,7 @@ impl Edge {
                 idle_timeout: Duration::from_secs(limits.upstream_idle_timeout_secs),
                 reconnect_wait: Duration::from_secs(limits.reconnect_wait_secs),
                 max_streams_per_account: limits.max_streams_per_account,
+                bandwidth: bandwidth::Buckets::new(limits.max_bytes_per_second_per_account),
             }),
             hello_timeout: Duration::from_secs(limits.hello_timeout_secs),
             loopback_quic: Arc::new(tls::quic_config(certs.clone(), true)?),

@@ -14,6 +14,7 @@ use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
 use tracing::debug;
 
+use crate::bandwidth::{Bandwidth, ThrottledIo};
 use crate::error_page::{self, EdgeError};
 use crate::h1_framing::FramingGate;
 use crate::health::{self, Health};
@@ -212,7 +213,8 @@ impl Proxy {
         let visitor_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut req));
         rewrite_request(&mut req, &host, peer, scheme, upgrade.clone());
         let (mut parts, incoming) = req.into_parts();
-        let (body, mut body_watch) = RequestBody::new(incoming, self.limits.max_body_bytes);
+        let (body, mut body_watch) =
+            RequestBody::new(incoming, self.limits.max_body_bytes, upstream.bandwidth());
         if !body.is_end_stream() && body.size_hint().exact().is_none() {
             // hyper sends no body for a GET of unknown length unless the
             // framing says there is one.
@@ -276,6 +278,7 @@ impl Proxy {
             tokio::spawn(splice_upgraded(
                 visitor_upgrade,
                 origin_upgrade,
+                upstream.bandwidth(),
                 drain.clone(),
             ));
             let h = response.headers_mut();
@@ -525,11 +528,13 @@ fn canonical_ip(ip: IpAddr) -> IpAddr {
 
 /// Copies bytes both ways between an upgraded visitor connection and the
 /// upgraded upstream connection until either side ends. A failure on
-/// either side cuts the other off too (a reset, not a clean end).
+/// either side cuts the other off too (a reset, not a clean end). Both
+/// ways go through the account's bandwidth bucket, when capped.
 /// A shutdown waits for it (up to the grace period) through `_drain`.
 async fn splice_upgraded(
     visitor: hyper::upgrade::OnUpgrade,
     origin: hyper::upgrade::OnUpgrade,
+    bandwidth: Option<Arc<Bandwidth>>,
     _drain: DrainGuard,
 ) {
     let (visitor, origin) = match tokio::try_join!(visitor, origin) {
@@ -549,20 +554,22 @@ async fn splice_upgraded(
     };
     // Bytes the origin sent after its 101: those hyper read, then those
     // its response checker held.
-    let (mut tunnel, held) = parts.io.into_inner().into_parts();
+    let (tunnel, held) = parts.io.into_inner().into_parts();
+    let mut tunnel = ThrottledIo::new(tunnel, bandwidth);
     for early in [&parts.read_buf[..], &held[..]] {
+        tunnel.charge_read(early.len());
         if !early.is_empty()
             && tokio::io::AsyncWriteExt::write_all(&mut visitor, early)
                 .await
                 .is_err()
         {
-            tunnel.abort();
+            tunnel.get_mut().abort();
             return;
         }
     }
     if let Err(err) = tokio::io::copy_bidirectional(&mut visitor, &mut tunnel).await {
         debug!(%err, "upgraded connection cut off");
-        tunnel.abort();
+        tunnel.get_mut().abort();
     }
 }
 

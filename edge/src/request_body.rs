@@ -1,9 +1,12 @@
 //! The request body the edge forwards: the visitor's own, streaming, and
 //! watched, so the wait for the origin's answer starts when the upload has
 //! ended (an upload of any length is not cut by it), while an upload that
-//! stops moving is still bounded.
+//! stops moving is still bounded. Its frames go through the account's
+//! bandwidth bucket, when capped; time a body spends held back there is
+//! not counted against the visitor.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -11,11 +14,15 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::sync::watch;
 
+use crate::bandwidth::{Bandwidth, Throttled};
+
 pub struct RequestBody {
-    inner: Incoming,
+    inner: Throttled<Incoming>,
     progress: watch::Sender<Progress>,
     /// Bytes the body may still hold, when capped.
     left: Option<u64>,
+    /// Whether a frame waits for the bandwidth bucket now.
+    held: bool,
 }
 
 /// What reading the body failed with.
@@ -28,6 +35,10 @@ struct Progress {
     ended: bool,
     failed: bool,
     too_large: bool,
+    /// Times the edge held a frame back for the account's bandwidth, and
+    /// whether it holds one now.
+    holds: u64,
+    held: bool,
 }
 
 /// The least a body must move: `bytes` in every `window`.
@@ -71,7 +82,8 @@ impl BodyWatch {
         min_rate: Option<MinRate>,
     ) -> BodyOutcome {
         let mut moved = Instant::now();
-        let mut window = (Instant::now(), self.0.borrow().bytes);
+        let start = *self.0.borrow();
+        let mut window = (Instant::now(), start.bytes, start.holds);
         loop {
             let progress = *self.0.borrow_and_update();
             if progress.ended {
@@ -80,10 +92,13 @@ impl BodyWatch {
             if let Some(rate) = min_rate
                 && window.0.elapsed() >= rate.window
             {
-                if progress.bytes - window.1 < rate.bytes {
+                // A window in which the edge held the body back for the
+                // account's bandwidth is not the visitor's fault.
+                let held = progress.held || progress.holds != window.2;
+                if progress.bytes - window.1 < rate.bytes && !held {
                     return BodyOutcome::TooSlow;
                 }
-                window = (Instant::now(), progress.bytes);
+                window = (Instant::now(), progress.bytes, progress.holds);
             }
             let mut wake = moved + idle;
             if let Some(rate) = min_rate {
@@ -100,19 +115,27 @@ impl BodyWatch {
 }
 
 impl RequestBody {
-    /// The body, cut with an error past `cap` bytes when one is given.
-    pub fn new(inner: Incoming, cap: Option<u64>) -> (Self, BodyWatch) {
+    /// The body, cut with an error past `cap` bytes when one is given,
+    /// its frames passing through `bandwidth` when given.
+    pub fn new(
+        inner: Incoming,
+        cap: Option<u64>,
+        bandwidth: Option<Arc<Bandwidth>>,
+    ) -> (Self, BodyWatch) {
         let (progress, watch) = watch::channel(Progress {
             frames: 0,
             bytes: 0,
             ended: inner.is_end_stream(),
             failed: false,
             too_large: false,
+            holds: 0,
+            held: false,
         });
         let body = Self {
-            inner,
+            inner: Throttled::new(inner, bandwidth),
             progress,
             left: cap,
+            held: false,
         };
         (body, BodyWatch(watch))
     }
@@ -134,6 +157,14 @@ impl Body for RequestBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        let held = self.inner.waiting();
+        if held != self.held {
+            self.held = held;
+            self.progress.send_modify(|p| {
+                p.holds += u64::from(held);
+                p.held = held;
+            });
+        }
         if let (Poll::Ready(Some(Ok(frame))), Some(left)) = (&polled, self.left) {
             let len = frame.data_ref().map_or(0, |d| d.len() as u64);
             if len > left {

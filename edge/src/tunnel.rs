@@ -117,7 +117,8 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
         .entry(account.clone())
         .or_default()
         .clone();
-    let link = AgentLink::new(conn.clone(), hub.upstream.clone(), streams);
+    let bandwidth = hub.upstream.bandwidth.for_account(&account);
+    let link = AgentLink::new(conn.clone(), hub.upstream.clone(), streams, bandwidth);
     let mut session = Session {
         hub,
         conn,

@@ -28,6 +28,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tracing::debug;
 
+use crate::bandwidth::{Bandwidth, Buckets, Throttled};
 use crate::h1_framing::{Expect, FramingGate, HeadLimits};
 use crate::request_body::RequestBody;
 use crate::tunnel_stream::TunnelStream;
@@ -55,6 +56,8 @@ pub struct UpstreamSettings {
     pub reconnect_wait: Duration,
     /// Requests under way at once over all of an account's agents.
     pub max_streams_per_account: usize,
+    /// Each account's bandwidth (see [`crate::bandwidth`]).
+    pub bandwidth: Buckets,
 }
 
 /// How often a request waiting for a server (or an agent) tries again.
@@ -92,6 +95,8 @@ pub struct AgentLink {
     /// Requests under way over all of the account's agents (shared by its
     /// links).
     account_streams: Arc<AtomicUsize>,
+    /// The account's bandwidth, when capped (shared by its links too).
+    bandwidth: Option<Arc<Bandwidth>>,
 }
 
 /// Something waiting on an agent; see [`AgentLink::wait_on`].
@@ -121,11 +126,12 @@ const LIVENESS_FLOOR: Duration = Duration::from_secs(1);
 
 impl AgentLink {
     /// `account_streams` counts the requests under way over all of the
-    /// account's agents.
+    /// account's agents; `bandwidth` is their bucket, if capped.
     pub fn new(
         conn: quinn::Connection,
         settings: Arc<UpstreamSettings>,
         account_streams: Arc<AtomicUsize>,
+        bandwidth: Option<Arc<Bandwidth>>,
     ) -> Arc<Self> {
         Arc::new(Self {
             conn,
@@ -135,6 +141,7 @@ impl AgentLink {
             watching: AtomicBool::new(false),
             dead: watch::channel(false).0,
             account_streams,
+            bandwidth,
         })
     }
 
@@ -301,6 +308,11 @@ impl Upstream {
 
     pub fn port(&self) -> Port {
         self.port
+    }
+
+    /// The account's bandwidth bucket, when capped.
+    pub fn bandwidth(&self) -> Option<Arc<Bandwidth>> {
+        self.link.bandwidth.clone()
     }
 
     /// Whether the agent's connection has ended.
@@ -502,16 +514,18 @@ impl Upstream {
 /// streams: if the agent stops answering, its connection is closed and the
 /// body fails then, instead of stalling until the QUIC idle timeout; hyper
 /// aborts the visitor's response (no last chunk on HTTP/1.1, RST_STREAM on
-/// HTTP/2), never ending it as if it were whole.
+/// HTTP/2), never ending it as if it were whole. Its frames go through the
+/// account's bandwidth bucket, when capped.
 pub struct ResponseBody {
-    inner: Incoming,
+    inner: Throttled<Incoming>,
     _waiting: Waiting,
 }
 
 impl ResponseBody {
     pub fn new(inner: Incoming, waiting: Waiting) -> Self {
+        let bucket = waiting.link.bandwidth.clone();
         Self {
-            inner,
+            inner: Throttled::new(inner, bucket),
             _waiting: waiting,
         }
     }

@@ -1,11 +1,15 @@
-//! A configured body cap (413, while streaming too) and request rates per
-//! visitor address and per preview (429 with Retry-After).
+//! A configured body cap (413, while streaming too), request rates per
+//! visitor address and per preview (429 with Retry-After), requests under
+//! way per account (503), and bandwidth per account (shaped, both ways).
 
 use std::io::Write as _;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use calvin_edge::Limits;
 use calvin_tests::*;
+use futures_util::{SinkExt, StreamExt};
+use tokio_tungstenite::tungstenite::Message;
 
 const CAP: u64 = 1 << 20;
 
@@ -198,4 +202,189 @@ async fn an_account_past_its_requests_under_way_gets_503_for_the_rest() {
     }
     // The slots came back.
     assert_eq!(curl(&ca, &[&format!("{other}/hello")]).await.status, 200);
+}
+
+const MIB: usize = 1 << 20;
+
+/// An edge shaping every account to 1 MiB/s (bursts of 1 MiB).
+async fn one_mib_per_second() -> TestEdge {
+    TestEdge::with_limits(Limits {
+        max_bytes_per_second_per_account: MIB as u64,
+        ..Default::default()
+    })
+    .await
+}
+
+/// GETs `/bytes/{len}` from `url`: checks the bytes, returns the time.
+async fn timed_download(ca: &std::path::Path, url: &str, len: usize) -> Duration {
+    let start = Instant::now();
+    let out = curl(ca, &[&format!("{url}/bytes/{len}")]).await;
+    let took = start.elapsed();
+    assert_eq!(out.status, 200, "{out:?}");
+    assert!(
+        out.body == pattern_bytes(len),
+        "{len} bytes, byte-exact (got {})",
+        out.body.len()
+    );
+    took
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_accounts_downloads_are_shaped_to_its_bandwidth_and_others_are_not_held_back() {
+    let edge = one_mib_per_second().await;
+    let alice = TestAgent::start(&edge, "alice").await;
+    let bob = TestAgent::start(&edge, "bob").await;
+    let origin = Origin::start().await;
+    let alices = alice.preview(origin.port, None).await.url;
+    let bobs = bob.preview(origin.port, None).await.url;
+    let ca = edge.ca();
+
+    // Alice's 3 MiB: her burst of 1 MiB at once, the other 2 MiB at
+    // 1 MiB/s.
+    let download = {
+        let (ca, url) = (ca.clone(), alices.clone());
+        tokio::spawn(async move { timed_download(&ca, &url, 3 * MIB).await })
+    };
+    // Once Alice has spent her burst, Bob downloads his own burst's worth:
+    // his bucket is his, full, so it comes at once.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let bobs_took = timed_download(&ca, &bobs, MIB).await;
+    let alices_took = download.await.expect("alice's download");
+    eprintln!("alice: 3 MiB in {alices_took:?}; bob meanwhile: 1 MiB in {bobs_took:?}");
+    assert!(
+        alices_took >= Duration::from_millis(1800),
+        "alice's 3 MiB at 1 MiB/s took {alices_took:?}"
+    );
+    assert!(
+        bobs_took < Duration::from_millis(1000),
+        "bob's 1 MiB took {bobs_took:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_and_its_echo_share_the_accounts_bandwidth() {
+    let edge = one_mib_per_second().await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let url = format!("{}/echo", agent.preview(origin.port, None).await.url);
+    let data = pattern_bytes(3 * MIB);
+    let mut file = tempfile::NamedTempFile::new().expect("temp file");
+    file.write_all(&data).expect("write");
+
+    // 3 MiB up and the same 3 MiB echoed back: 6 MiB through the one
+    // bucket, 1 MiB of it the burst.
+    let start = Instant::now();
+    let body = format!("@{}", file.path().display());
+    let out = curl(&edge.ca(), &["--data-binary", &body, &url]).await;
+    let took = start.elapsed();
+    eprintln!("alice: 3 MiB up and echoed in {took:?}");
+    assert_eq!(out.status, 200, "{out:?}");
+    assert_eq!(out.body.len(), data.len());
+    assert_eq!(
+        sha256_hex(&out.body),
+        sha256_hex(&data),
+        "echoed byte-exact"
+    );
+    assert!(
+        took >= Duration::from_millis(4500),
+        "6 MiB at 1 MiB/s took {took:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_agents_of_an_account_share_its_bandwidth() {
+    let edge = one_mib_per_second().await;
+    let first = TestAgent::start(&edge, "alice").await;
+    let second = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let urls = [
+        first.preview(origin.port, None).await.url,
+        second.preview(origin.port, None).await.url,
+    ];
+    let ca = edge.ca();
+
+    // 2 x 2 MiB at once: 1 MiB of burst, then 3 MiB at 1 MiB/s.
+    let start = Instant::now();
+    let took =
+        futures_util::future::join_all(urls.iter().map(|url| timed_download(&ca, url, 2 * MIB)))
+            .await;
+    let total = start.elapsed();
+    eprintln!("alice: 2 x 2 MiB over two agents in {total:?} (each {took:?})");
+    assert!(
+        total >= Duration::from_millis(2800),
+        "4 MiB at 1 MiB/s took {total:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_is_shaped_both_ways() {
+    let edge = one_mib_per_second().await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let name = agent.preview(origin.port, None).await.name;
+    let host = format!("{name}.{DOMAIN}");
+    let tcp = tokio::net::TcpStream::connect(edge.https)
+        .await
+        .expect("tcp");
+    let server_name = rustls_pki_types::ServerName::try_from(host.clone()).expect("name");
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(tls_client_config(&edge.ca(), &[])))
+        .connect(server_name, tcp)
+        .await
+        .expect("tls");
+    let url = format!("wss://{host}:{}/ws", edge.https.port());
+    let (mut ws, _) = tokio_tungstenite::client_async(url, tls)
+        .await
+        .expect("websocket handshake through the edge");
+
+    // 1.5 MiB each way: 3 MiB through the bucket, 1 MiB of it the burst.
+    let message = pattern_bytes(3 * MIB / 2);
+    let start = Instant::now();
+    ws.send(Message::binary(message.clone()))
+        .await
+        .expect("send");
+    let echoed = ws.next().await.expect("an answer").expect("a message");
+    let took = start.elapsed();
+    eprintln!("alice: a 1.5 MiB WebSocket message echoed in {took:?}");
+    assert!(
+        echoed.into_data().as_ref() == message.as_slice(),
+        "byte-exact"
+    );
+    assert!(
+        took >= Duration::from_millis(1800),
+        "3 MiB at 1 MiB/s took {took:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_held_back_for_the_accounts_bandwidth_is_not_too_slow() {
+    // 8 KiB/s for the account, while a body must bring 20 KiB a second:
+    // the edge's own shaping is not the visitor's slowness (no 408).
+    let edge = TestEdge::with_limits(Limits {
+        max_bytes_per_second_per_account: 8 << 10,
+        min_request_body_bytes: 20 << 10,
+        request_body_rate_window_secs: 1,
+        ..Default::default()
+    })
+    .await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let url = format!("{}/sha256", agent.preview(origin.port, None).await.url);
+    let data = pattern_bytes(24 << 10);
+    let mut file = tempfile::NamedTempFile::new().expect("temp file");
+    file.write_all(&data).expect("write");
+
+    let start = Instant::now();
+    let body = format!("@{}", file.path().display());
+    let out = curl(&edge.ca(), &["--data-binary", &body, &url]).await;
+    let took = start.elapsed();
+    eprintln!("alice: 24 KiB up at 8 KiB/s in {took:?}");
+    assert_eq!(out.status, 200, "{out:?}");
+    assert_eq!(
+        out.text(),
+        format!("{} {}\n", sha256_hex(&data), data.len())
+    );
+    assert!(
+        took >= Duration::from_millis(1800),
+        "24 KiB at 8 KiB/s took {took:?}"
+    );
 }
