@@ -84,12 +84,23 @@ impl BodyWatch {
         let mut moved = Instant::now();
         let start = *self.0.borrow();
         let mut window = (Instant::now(), start.bytes, start.holds);
+        // The first window is a random 100-125% of one and asks as much more:
+        // the same rate, but slow bodies that started together (an attack)
+        // are not all judged, and answered, in the same instant.
+        let mut rate_now = min_rate.map(|rate| {
+            use rand::RngExt;
+            let share = rand::rng().random_range(1.0..=1.25);
+            MinRate {
+                bytes: (rate.bytes as f64 * share) as u64,
+                window: rate.window.mul_f64(share),
+            }
+        });
         loop {
             let progress = *self.0.borrow_and_update();
             if progress.ended {
                 return BodyOutcome::Ended;
             }
-            if let Some(rate) = min_rate
+            if let Some(rate) = rate_now
                 && window.0.elapsed() >= rate.window
             {
                 // A window in which the edge held the body back for the
@@ -99,9 +110,10 @@ impl BodyWatch {
                     return BodyOutcome::TooSlow;
                 }
                 window = (Instant::now(), progress.bytes, progress.holds);
+                rate_now = min_rate;
             }
             let mut wake = moved + idle;
-            if let Some(rate) = min_rate {
+            if let Some(rate) = rate_now {
                 wake = wake.min(window.0 + rate.window);
             }
             match tokio::time::timeout_at(wake.into(), self.0.changed()).await {
