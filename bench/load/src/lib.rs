@@ -9,6 +9,8 @@
 //! - [`agents`]: many idle agents, each its own QUIC connection (figure 5).
 //! - [`sse`]: an SSE origin stamping each event, and a client measuring the
 //!   delay (figure 7).
+//! - [`slowloris`]: slow heads and slow POST bodies, reopened as the
+//!   server closes them (figure 8).
 //! - [`target`]: the HTTP/1.1 (+TLS) client they share; [`control`]: the
 //!   agent's control API; [`stats`]: percentiles.
 //!
@@ -20,6 +22,7 @@ pub mod control;
 pub mod first200;
 pub mod previews;
 pub mod rate;
+pub mod slowloris;
 pub mod sse;
 pub mod stats;
 pub mod target;
@@ -50,6 +53,8 @@ pub enum Command {
     SseOrigin(sse::OriginArgs),
     /// Read N events from an SSE URL; delay from the origin's send time
     Sse(sse::ClientArgs),
+    /// Slow heads and slow POST bodies held against an HTTP address
+    Slowloris(slowloris::SlowlorisArgs),
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -60,5 +65,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Agents(args) => agents::run(args).await,
         Command::SseOrigin(args) => sse::serve_origin(args).await,
         Command::Sse(args) => sse::run_client(args).await,
+        Command::Slowloris(args) => slowloris::run(args).await,
     }
 }
