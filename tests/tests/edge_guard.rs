@@ -341,3 +341,51 @@ async fn an_agent_that_never_takes_its_streams_holds_up_only_its_own_visitors() 
         assert_eq!(out.header("x-calvin-error"), Some("agent-not-answering"));
     }
 }
+
+/// An agent that opens stream after stream towards the edge (which never
+/// asks it for any) gets three besides its control stream: QUIC grants no
+/// more, so 10,000 attempts hold no more of the edge than that, and other
+/// agents' visitors are served meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_opening_10000_streams_gets_three() {
+    let edge = TestEdge::start().await;
+    let (_alice, _origin, url) = good_preview(&edge).await;
+    let (conn, _send, _recv) = welcomed(&edge).await;
+    let opened = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let opening = {
+        let (conn, opened) = (conn.clone(), opened.clone());
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            for _ in 0..10_000 {
+                let Ok((mut send, recv)) = conn.open_bi().await else {
+                    break;
+                };
+                // Each carries what it may, unread by the edge.
+                let _ = tokio::time::timeout(
+                    Duration::from_millis(100),
+                    send.write_all(&[0x55; 64 << 10]),
+                )
+                .await;
+                held.push((send, recv));
+                opened.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for _ in 0..10 {
+        let started = Instant::now();
+        assert_eq!(
+            curl(&edge.ca(), &[&format!("{url}/hello")]).await.status,
+            200
+        );
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+    let opened = opened.load(std::sync::atomic::Ordering::SeqCst);
+    eprintln!("streams opened besides the control stream: {opened}");
+    assert_eq!(
+        opened, 3,
+        "the edge grants 4 streams, the control stream one"
+    );
+    assert!(!opening.is_finished(), "the 5th open_bi should still wait");
+    opening.abort();
+}
