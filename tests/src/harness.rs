@@ -338,6 +338,25 @@ pub async fn curl(ca: &Path, args: &[&str]) -> CurlOutput {
     }
 }
 
+/// POSTs `data` with curl (`--data-binary` from a temporary file), with
+/// `extra` arguments; the answer and how long it took.
+pub async fn curl_post(
+    ca: &Path,
+    url: &str,
+    data: &[u8],
+    extra: &[&str],
+) -> (CurlOutput, Duration) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("body");
+    std::fs::write(&file, data).expect("body file");
+    let body = format!("@{}", file.display());
+    let mut args = extra.to_vec();
+    args.extend(["--data-binary", &body, url]);
+    let started = std::time::Instant::now();
+    let out = curl(ca, &args).await;
+    (out, started.elapsed())
+}
+
 /// The 99th percentile of sorted latencies.
 pub fn p99(sorted: &[Duration]) -> Duration {
     sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)]

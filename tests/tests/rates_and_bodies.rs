@@ -268,15 +268,10 @@ async fn an_upload_and_its_echo_share_the_accounts_bandwidth() {
     let origin = Origin::start().await;
     let url = format!("{}/echo", agent.preview(origin.port, None).await.url);
     let data = pattern_bytes(3 * MIB);
-    let mut file = tempfile::NamedTempFile::new().expect("temp file");
-    file.write_all(&data).expect("write");
 
     // 3 MiB up and the same 3 MiB echoed back: 6 MiB through the one
     // bucket, 1 MiB of it the burst.
-    let start = Instant::now();
-    let body = format!("@{}", file.path().display());
-    let out = curl(&edge.ca(), &["--data-binary", &body, &url]).await;
-    let took = start.elapsed();
+    let (out, took) = curl_post(&edge.ca(), &url, &data, &[]).await;
     eprintln!("alice: 3 MiB up and echoed in {took:?}");
     assert_eq!(out.status, 200, "{out:?}");
     assert_eq!(out.body.len(), data.len());
@@ -370,13 +365,7 @@ async fn a_body_held_back_for_the_accounts_bandwidth_is_not_too_slow() {
     let origin = Origin::start().await;
     let url = format!("{}/sha256", agent.preview(origin.port, None).await.url);
     let data = pattern_bytes(24 << 10);
-    let mut file = tempfile::NamedTempFile::new().expect("temp file");
-    file.write_all(&data).expect("write");
-
-    let start = Instant::now();
-    let body = format!("@{}", file.path().display());
-    let out = curl(&edge.ca(), &["--data-binary", &body, &url]).await;
-    let took = start.elapsed();
+    let (out, took) = curl_post(&edge.ca(), &url, &data, &[]).await;
     eprintln!("alice: 24 KiB up at 8 KiB/s in {took:?}");
     assert_eq!(out.status, 200, "{out:?}");
     assert_eq!(
