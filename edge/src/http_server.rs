@@ -96,60 +96,110 @@ impl HttpServer {
         self: Arc<Self>,
         listener: TcpListener,
         tls: Option<TlsAcceptor>,
-        mut stop: watch::Receiver<bool>,
+        stop: watch::Receiver<bool>,
         drain: DrainGuard,
     ) {
-        let mut warned: Option<std::time::Instant> = None;
-        loop {
-            let accepted = tokio::select! {
-                accepted = listener.accept() => accepted,
-                _ = stop.wait_for(|s| *s) => return,
-            };
-            let (stream, peer) = match accepted {
-                Ok(pair) => pair,
-                Err(err) => {
-                    // Out of file descriptors, most likely: wait instead of
-                    // spinning, and say so once in a while, not 20 times a
-                    // second.
-                    if warned.is_none_or(|at| at.elapsed() >= ACCEPT_WARN_EVERY) {
-                        warn!(%err, "accept failed; retrying every 50 ms");
-                        warned = Some(std::time::Instant::now());
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            let _ = stream.set_nodelay(true);
-            let server = self.clone();
-            let (stop, drain, tls) = (stop.clone(), drain.clone(), tls.clone());
+        let Some(acceptor) = tls else {
+            return self.accept_on_front(listener, stop, drain).await;
+        };
+        let stopping = stop.clone();
+        accept_each(&listener, stopping, |stream, peer| {
+            let (server, acceptor) = (self.clone(), acceptor.clone());
+            let (stop, drain) = (stop.clone(), drain.clone());
             tokio::spawn(async move {
-                match tls {
-                    None => server.serve_plain(stream, peer, stop, drain).await,
-                    Some(acceptor) => server.serve_tls(acceptor, stream, peer, stop, drain).await,
-                }
+                server.serve_tls(acceptor, stream, peer, stop, drain).await;
             });
-        }
+        })
+        .await;
     }
 
-    async fn serve_plain(
+    /// Plain HTTP: a thread of its own (the front) accepts visitors and
+    /// reads each one's first request head; a connection moves to this
+    /// runtime, to be served, once that head is whole. Slowloris heads, and
+    /// the accepts and closes of their reconnects, then cost the front's
+    /// thread, which the kernel schedules apart from the threads serving
+    /// visitors whose requests arrived.
+    async fn accept_on_front(
+        self: Arc<Self>,
+        listener: TcpListener,
+        stop: watch::Receiver<bool>,
+        drain: DrainGuard,
+    ) {
+        let main = tokio::runtime::Handle::current();
+        let listener = match listener.into_std() {
+            Ok(listener) => listener,
+            Err(err) => return warn!(%err, "cannot hand the HTTP listener to the front"),
+        };
+        let (ended, done) = tokio::sync::oneshot::channel::<()>();
+        let started = std::thread::Builder::new()
+            .name("calvin-front".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build();
+                match runtime {
+                    Ok(runtime) => runtime.block_on(self.front(listener, main, stop, drain)),
+                    Err(err) => warn!(%err, "cannot start the front's runtime"),
+                }
+                drop(ended);
+            });
+        if let Err(err) = started {
+            return warn!(%err, "cannot start the front's thread");
+        }
+        let _ = done.await;
+    }
+
+    async fn front(
+        self: Arc<Self>,
+        listener: std::net::TcpListener,
+        main: tokio::runtime::Handle,
+        stop: watch::Receiver<bool>,
+        drain: DrainGuard,
+    ) {
+        let listener = match TcpListener::from_std(listener) {
+            Ok(listener) => listener,
+            Err(err) => return warn!(%err, "the front cannot take the HTTP listener"),
+        };
+        let stopping = stop.clone();
+        accept_each(&listener, stopping, |stream, peer| {
+            let (server, main) = (self.clone(), main.clone());
+            let (stop, drain) = (stop.clone(), drain.clone());
+            tokio::spawn(server.first_head(stream, peer, main, stop, drain));
+        })
+        .await;
+    }
+
+    /// On the front: the first request head, then the connection to `main`.
+    async fn first_head(
         self: Arc<Self>,
         mut stream: TcpStream,
         peer: SocketAddr,
+        main: tokio::runtime::Handle,
         mut stop: watch::Receiver<bool>,
         drain: DrainGuard,
     ) {
-        let opening = read_opening(&mut stream);
         let limit = header_timeout(self.header_read_timeout);
-        let Some((prefix, h2)) = start_step("no request", peer, limit, &mut stop, opening).await
+        let head = read_first_head(&mut stream, self.head_limits.max_head_bytes);
+        let Some((prefix, h2)) = start_step("no request", peer, limit, &mut stop, head).await
         else {
             return;
         };
-        let stream = Rewind::new(prefix, stream);
-        let visitor = Visitor {
-            peer,
-            scheme: Scheme::Http,
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(err) => return debug!(%peer, %err, "cannot move the connection"),
         };
-        self.serve(stream, visitor, h2, limit, stop, drain).await;
+        main.spawn(async move {
+            let stream = match TcpStream::from_std(stream) {
+                Ok(stream) => stream,
+                Err(err) => return debug!(%peer, %err, "cannot take the connection"),
+            };
+            let stream = Rewind::new(prefix, stream);
+            let visitor = Visitor {
+                peer,
+                scheme: Scheme::Http,
+            };
+            self.serve(stream, visitor, h2, limit, stop, drain).await;
+        });
     }
 
     async fn serve_tls(
@@ -224,6 +274,69 @@ impl HttpServer {
             debug!(%peer, %err, "visitor connection ended");
         }
     }
+}
+
+/// Accepts on `listener` until `stop` turns true, handing each connection
+/// (no-delay set) to `each`. A failing accept (out of file descriptors,
+/// most likely) is retried every 50 ms instead of spinning, and said once
+/// in a while, not 20 times a second.
+async fn accept_each(
+    listener: &TcpListener,
+    mut stop: watch::Receiver<bool>,
+    mut each: impl FnMut(TcpStream, SocketAddr),
+) {
+    let mut warned: Option<std::time::Instant> = None;
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let _ = stream.set_nodelay(true);
+                each(stream, peer);
+            }
+            Err(err) => {
+                if warned.is_none_or(|at| at.elapsed() >= ACCEPT_WARN_EVERY) {
+                    warn!(%err, "accept failed; retrying every 50 ms");
+                    warned = Some(std::time::Instant::now());
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// The opening (see [`read_opening`]) and, unless it is HTTP/2's preface,
+/// the rest of the first request head: up to its blank line, the end of
+/// the stream, or past `max` bytes (the parser behind then answers 431).
+async fn read_first_head<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    max: usize,
+) -> std::io::Result<(Vec<u8>, bool)> {
+    let (mut head, h2) = read_opening(stream).await?;
+    if h2 {
+        return Ok((head, true));
+    }
+    let mut chunk = [0u8; 4096];
+    let mut scanned = 0usize;
+    loop {
+        // Only the bytes new since the last look (and 3 before them).
+        if head_ends(&head[scanned.saturating_sub(3)..]) || head.len() > max {
+            return Ok((head, false));
+        }
+        scanned = head.len();
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok((head, false));
+        }
+        head.extend_from_slice(&chunk[..n]);
+    }
+}
+
+/// Whether `bytes` hold the blank line that ends a head (CRLF or bare LF).
+fn head_ends(bytes: &[u8]) -> bool {
+    bytes.windows(4).any(|w| w == b"\r\n\r\n") || bytes.windows(2).any(|w| w == b"\n\n")
 }
 
 /// One step of a connection's start (TLS handshake, opening bytes): its
