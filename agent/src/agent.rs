@@ -53,6 +53,9 @@ impl Backoff {
         self.next = BACKOFF_CAP;
     }
 }
+/// The most a stopping agent waits for its close to reach the edge.
+const CLOSE_FLUSH: Duration = Duration::from_secs(1);
+
 /// Time for the edge to answer a hello or a control request.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -95,6 +98,7 @@ pub enum LinkState {
 #[derive(Clone)]
 pub struct Link {
     conn: quinn::Connection,
+    endpoint: quinn::Endpoint,
     calls: mpsc::Sender<Call>,
 }
 
@@ -194,6 +198,11 @@ impl Agent {
                         reason = link.conn.closed() => reason,
                         _ = &mut shutdown => {
                             link.conn.close(0u32.into(), b"agent stopping");
+                            // Until the close is sent: else the edge learns
+                            // only from its probe or idle timeout, and a
+                            // visitor meanwhile gets 502 without waiting for
+                            // the agent to come back (seen in CI).
+                            let _ = tokio::time::timeout(CLOSE_FLUSH, link.endpoint.wait_idle()).await;
                             break;
                         }
                     };
@@ -225,7 +234,7 @@ impl Agent {
     /// One connection attempt: QUIC handshake, hello with the previews held,
     /// then the control and data streams are served in the background.
     async fn connect(&self) -> Result<Link, ConnectError> {
-        let conn = self.shared.edge.connect().await?;
+        let (endpoint, conn) = self.shared.edge.connect_on_endpoint().await?;
         let (mut send, mut recv) = conn
             .open_bi()
             .await
@@ -277,7 +286,11 @@ impl Agent {
             conn.clone(),
             self.shared.previews.clone(),
         ));
-        let link = Link { conn, calls };
+        let link = Link {
+            conn,
+            endpoint,
+            calls,
+        };
         // Published before the op lock is released, so a preview waiting on
         // the lock finds the agent connected.
         self.shared

@@ -82,6 +82,14 @@ impl EdgeAddress {
 
     /// Resolves the address and completes a QUIC handshake.
     pub async fn connect(&self) -> Result<quinn::Connection, TransportError> {
+        Ok(self.connect_on_endpoint().await?.1)
+    }
+
+    /// [`Self::connect`], with the endpoint the connection lives on (to
+    /// wait on it when closing, so that the edge hears the close).
+    pub async fn connect_on_endpoint(
+        &self,
+    ) -> Result<(quinn::Endpoint, quinn::Connection), TransportError> {
         let addr = tokio::net::lookup_host((self.host.as_str(), self.port))
             .await
             .map_err(|source| TransportError::Resolve {
@@ -114,7 +122,7 @@ impl EdgeAddress {
             .connect_with(config, addr, &self.server_name)
             .map_err(|e| TransportError::Connect(e.to_string()))?;
         match tokio::time::timeout(HANDSHAKE_TIMEOUT, connecting).await {
-            Ok(Ok(conn)) => Ok(conn),
+            Ok(Ok(conn)) => Ok((endpoint, conn)),
             Ok(Err(e)) => Err(TransportError::Connect(e.to_string())),
             Err(_) => Err(TransportError::HandshakeTimeout),
         }

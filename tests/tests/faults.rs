@@ -590,3 +590,38 @@ async fn a_response_cut_by_a_killed_agent_is_aborted_not_ended() {
         );
     }
 }
+
+/// A stopping agent's goodbye reaches the edge: the agent binary, sent
+/// SIGTERM, exits only once its close has gone out, so its preview reads
+/// offline at once (a request then waits for it to come back), not after
+/// the edge's probe or its 12 s idle timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_agent_binary_reads_offline_at_once() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let edge_dir = state.path().join("edge");
+    let any = "127.0.0.1:0";
+    let edge = EdgeProcess::start(&edge_dir, any, any, any).await;
+    let ca = edge_dir.join("ca.pem");
+    let health = format!("http://127.0.0.1:{}/healthz", edge.http.port());
+    let connected = || async {
+        let out = curl(&ca, &[&health]).await;
+        let report: serde_json::Value = serde_json::from_slice(&out.body).expect("json");
+        report["agents_connected"].as_u64().expect("a count")
+    };
+    let origin = Origin::start().await;
+    for round in 0..3 {
+        let socket = state.path().join(format!("agent-{round}.sock"));
+        let mut agent = agent_up(&edge_dir, edge.quic, &socket).await;
+        preview_when_connected(&socket, origin.port).await;
+        assert_eq!(connected().await, 1);
+        agent.signal("TERM").await;
+        let status = tokio::time::timeout(Duration::from_secs(10), agent.child.wait())
+            .await
+            .expect("the agent exits")
+            .expect("status");
+        assert!(status.success());
+        let exited = Instant::now();
+        assert_eq!(connected().await, 0, "the edge still counts the agent");
+        eprintln!("offline {:?} after the agent exited", exited.elapsed());
+    }
+}
