@@ -338,6 +338,14 @@ pub async fn curl(ca: &Path, args: &[&str]) -> CurlOutput {
     }
 }
 
+/// `GET /healthz` on an edge's plain HTTP listener: (status, JSON body).
+pub async fn health_of(http: SocketAddr) -> (u16, serde_json::Value) {
+    let url = format!("http://127.0.0.1:{}/healthz", http.port());
+    let out = curl(Path::new("/dev/null"), &[&url]).await;
+    let json = serde_json::from_slice(&out.body).unwrap_or(serde_json::Value::Null);
+    (out.status, json)
+}
+
 /// POSTs `data` with curl (`--data-binary` from a temporary file), with
 /// `extra` arguments; the answer and how long it took.
 pub async fn curl_post(

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncBufReadExt;
 
-use crate::harness::{binary, curl, send_signal, tls_client_config};
+use crate::harness::{binary, health_of, send_signal, tls_client_config};
 
 /// A running `calvin-edge serve`; the addresses are those it printed.
 pub struct ServeEdge {
@@ -101,14 +101,7 @@ impl ServeEdge {
 
     /// `GET /healthz` on the plain HTTP listener: (status, JSON body).
     pub async fn health(&self) -> (u16, serde_json::Value) {
-        let http = self.http.expect("an HTTP listener");
-        let out = curl(
-            Path::new("/dev/null"),
-            &[&format!("http://127.0.0.1:{}/healthz", http.port())],
-        )
-        .await;
-        let json = serde_json::from_slice(&out.body).unwrap_or(serde_json::Value::Null);
-        (out.status, json)
+        health_of(self.http.expect("an HTTP listener")).await
     }
 }
 

@@ -601,11 +601,8 @@ async fn a_stopped_agent_binary_reads_offline_at_once() {
     let edge_dir = state.path().join("edge");
     let any = "127.0.0.1:0";
     let edge = EdgeProcess::start(&edge_dir, any, any, any).await;
-    let ca = edge_dir.join("ca.pem");
-    let health = format!("http://127.0.0.1:{}/healthz", edge.http.port());
     let connected = || async {
-        let out = curl(&ca, &[&health]).await;
-        let report: serde_json::Value = serde_json::from_slice(&out.body).expect("json");
+        let (_, report) = health_of(edge.http).await;
         report["agents_connected"].as_u64().expect("a count")
     };
     let origin = Origin::start().await;

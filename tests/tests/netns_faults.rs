@@ -12,8 +12,8 @@ use calvin_edge::Limits;
 use calvin_proto::KEEP_ALIVE_INTERVAL;
 use calvin_tests::netns::{Netns, counters};
 use calvin_tests::{
-    EdgeOptions, Origin, Process, TestEdge, binary, curl, curl_post, eventually, pattern_bytes,
-    preview_when_connected, sha256_hex, token_for,
+    EdgeOptions, Origin, Process, TestEdge, binary, curl, curl_post, eventually, health_of,
+    pattern_bytes, preview_when_connected, sha256_hex, token_for,
 };
 
 /// An edge here, and in the namespace an agent process and its origin.
@@ -75,9 +75,7 @@ impl Link {
 
     /// (agents connected, previews online) as the edge's /healthz tells.
     async fn health(&self) -> (u64, u64) {
-        let url = format!("http://127.0.0.1:{}/healthz", self.edge.http.port());
-        let out = curl(&self.ca(), &[&url]).await;
-        let report: serde_json::Value = serde_json::from_slice(&out.body).expect("json");
+        let (_, report) = health_of(self.edge.http).await;
         let count = |key: &str| report[key].as_u64().expect("a count");
         (count("agents_connected"), count("previews_online"))
     }
