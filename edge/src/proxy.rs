@@ -23,7 +23,7 @@ use crate::rates::Rates;
 use crate::request_body::{BodyOutcome, MinRate, RequestBody};
 use crate::route_table::{Lookup, RouteTable};
 use crate::tunnel_stream::TunnelStream;
-use crate::upstream::{RETRY_EVERY, ResponseBody, Upstream, UpstreamError};
+use crate::upstream::{RETRY_EVERY, ResponseBody, SendFailed, Upstream, UpstreamError, Waiting};
 
 /// What the edge answers with: an origin's streaming body or its own page.
 pub type Body = Either<ResponseBody, Full<Bytes>>;
@@ -154,14 +154,20 @@ impl Proxy {
         }
     }
 
-    /// Waits up to `reconnect_wait` for an offline preview's agent to be
-    /// back: its upstream then, `None` past the wait (or once the name is
-    /// no longer held).
-    async fn back_online(&self, name: &PreviewName) -> Option<Arc<Upstream>> {
-        let deadline = tokio::time::Instant::now() + self.waits.reconnect;
+    /// Waits for an offline preview's agent to be back, until `reconnect_wait`
+    /// after `arrived` (when the request came): its upstream then, `None`
+    /// past the wait (or once the name is no longer held).
+    async fn back_online(
+        &self,
+        name: &PreviewName,
+        arrived: tokio::time::Instant,
+    ) -> Option<Arc<Upstream>> {
+        let deadline = arrived + self.waits.reconnect;
         while tokio::time::Instant::now() + RETRY_EVERY <= deadline {
             tokio::time::sleep(RETRY_EVERY).await;
             match self.routes.lookup(name) {
+                // The agent found gone may not have left the table yet.
+                Lookup::Live(upstream) if upstream.agent_gone() => {}
                 Lookup::Live(upstream) => return Some(upstream),
                 Lookup::Offline => {}
                 Lookup::Unknown => return None,
@@ -170,12 +176,42 @@ impl Proxy {
         None
     }
 
+    /// Sends `req` through `upstream`; if its agent turns out to be gone
+    /// before the request left the edge (see [`Upstream::send`]), waits for
+    /// the agent to be back (as [`Self::back_online`]) and sends it there.
+    /// Returns the upstream that answered (or failed last).
+    async fn send_or_wait(
+        &self,
+        mut upstream: Arc<Upstream>,
+        mut req: Request<RequestBody>,
+        peer: SocketAddr,
+        arrived: tokio::time::Instant,
+    ) -> (
+        Arc<Upstream>,
+        Result<(Response<Incoming>, Waiting), UpstreamError>,
+    ) {
+        loop {
+            match upstream.send(req, peer).await {
+                Ok(answered) => return (upstream, Ok(answered)),
+                Err(SendFailed {
+                    error,
+                    again: Some(again),
+                }) => match self.back_online(upstream.name(), arrived).await {
+                    Some(back) => (upstream, req) = (back, again),
+                    None => return (upstream, Err(error)),
+                },
+                Err(SendFailed { error, .. }) => return (upstream, Err(error)),
+            }
+        }
+    }
+
     async fn forward(
         &self,
         mut req: Request<Incoming>,
         visitor: &Visitor,
         drain: &DrainGuard,
     ) -> Result<Response<Body>, EdgeError> {
+        let arrived = tokio::time::Instant::now();
         let (peer, scheme) = (visitor.peer, visitor.scheme);
         if let Err(refused) = self.limits.check(&req) {
             linger(req);
@@ -202,7 +238,7 @@ impl Proxy {
             .map_err(|exceeded| EdgeError::RateLimited(format!("for preview {name}"), exceeded))?;
         let upstream = match self.routes.lookup(&name) {
             Lookup::Live(upstream) => upstream,
-            Lookup::Offline => match self.back_online(&name).await {
+            Lookup::Offline => match self.back_online(&name, arrived).await {
                 Some(upstream) => upstream,
                 None => return Err(EdgeError::AgentOffline(name)),
             },
@@ -229,7 +265,7 @@ impl Proxy {
         // upload of any length passes; an upload that stops moving for as
         // long (the visitor stalls, or the origin stops reading) does not.
         let limit = self.waits.response;
-        let sent = upstream.send(req, peer);
+        let sent = self.send_or_wait(upstream.clone(), req, peer, arrived);
         tokio::pin!(sent);
         let answered = tokio::select! {
             answered = &mut sent => Some(answered),
@@ -244,6 +280,10 @@ impl Proxy {
                     return Err(EdgeError::BodyTooSlow(rate.bytes, rate.window.as_secs()));
                 }
             },
+        };
+        let (upstream, answered) = match answered {
+            Some((upstream, answered)) => (upstream, Some(answered)),
+            None => (upstream, None),
         };
         let (mut response, waiting) = match answered {
             None => {

@@ -81,6 +81,13 @@ pub enum UpstreamError {
     AccountBusy(usize),
 }
 
+/// A request that failed; `again` is the request to send once the agent
+/// is back, when that is safe (see [`Upstream::send`]).
+pub struct SendFailed {
+    pub error: UpstreamError,
+    pub again: Option<Request<RequestBody>>,
+}
+
 /// One agent connection, as its previews' upstreams share it.
 pub struct AgentLink {
     conn: quinn::Connection,
@@ -331,26 +338,51 @@ impl Upstream {
     /// not even start (the origin had closed it) is sent again on the
     /// next. Dropped before the head arrives, it resets the connection it
     /// was using.
+    ///
+    /// When the agent turns out to be gone before the request was handed
+    /// to a connection (it was waiting for the agent to open one), the
+    /// failure carries the request back, to be sent once the agent is
+    /// back: nothing of it left the edge. A request handed over is never
+    /// sent again, whatever its method: the origin may have got it, and
+    /// its visitor gets 502 at once.
     pub async fn send(
         self: &Arc<Self>,
         req: Request<RequestBody>,
         client: SocketAddr,
-    ) -> Result<(Response<Incoming>, Waiting), UpstreamError> {
-        let mut waiting = self.link.wait_on()?;
+    ) -> Result<(Response<Incoming>, Waiting), SendFailed> {
+        let mut waiting = self
+            .link
+            .wait_on()
+            .map_err(|error| SendFailed { error, again: None })?;
+        let mut unsent = Some(req);
         let answered = tokio::select! {
-            answered = self.send_watched(req, client) => answered?,
-            () = waiting.gone() => return Err(UpstreamError::AgentOffline),
+            answered = self.send_watched(&mut unsent, client) => answered,
+            () = waiting.gone() => Err(UpstreamError::AgentOffline),
         };
-        Ok((answered, waiting))
+        match answered {
+            Ok(response) => Ok((response, waiting)),
+            Err(error) if self.agent_gone() || matches!(error, UpstreamError::AgentOffline) => {
+                Err(SendFailed {
+                    error: UpstreamError::AgentOffline,
+                    again: unsent,
+                })
+            }
+            Err(error) => Err(SendFailed { error, again: None }),
+        }
     }
 
+    /// Sends the request in `unsent`, which it leaves there until the
+    /// request is handed to a connection.
     async fn send_watched(
         self: &Arc<Self>,
-        mut req: Request<RequestBody>,
+        unsent: &mut Option<Request<RequestBody>>,
         client: SocketAddr,
     ) -> Result<Response<Incoming>, UpstreamError> {
-        let expect = Expect::of(req.method()) as u8;
+        let Some(expect) = unsent.as_ref().map(|req| Expect::of(req.method()) as u8) else {
+            return Err(UpstreamError::Tunnel("no request to send".into()));
+        };
         while let Some(mut conn) = self.take_idle() {
+            let Some(req) = unsent.take() else { break };
             conn.expect.store(expect, Ordering::Release);
             let mut guard = AbortUnlessAnswered(Some(conn.task.clone()));
             match conn.sender.try_send_request(req).await {
@@ -360,7 +392,7 @@ impl Upstream {
                     return Ok(response);
                 }
                 Err(mut failed) => match failed.take_message() {
-                    Some(unsent) => req = unsent,
+                    Some(req) => *unsent = Some(req),
                     None => return Err(failed.into_error().into()),
                 },
             }
@@ -375,6 +407,9 @@ impl Upstream {
                 }
                 connected => break connected?,
             }
+        };
+        let Some(req) = unsent.take() else {
+            return Err(UpstreamError::Tunnel("no request to send".into()));
         };
         conn.expect.store(expect, Ordering::Release);
         let mut guard = AbortUnlessAnswered(Some(conn.task.clone()));

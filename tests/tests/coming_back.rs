@@ -147,3 +147,72 @@ async fn a_request_the_origin_got_is_never_sent_again() {
     assert_eq!(requests.len(), 1, "{requests:?}");
     assert!(requests[0].starts_with(b"POST /pay "));
 }
+
+/// An agent that dies without a word (here frozen with SIGSTOP, as a
+/// laptop's lid closes) is found gone by the edge's probe about 1 s into a
+/// request. A request the edge had already handed to the agent gets 502
+/// then (the origin may have got it; it is not sent again, even a GET). A
+/// request the edge had not yet passed on (it was waiting for the agent to
+/// open a connection to the origin), even a POST, waits for the agent to
+/// come back and is sent there, as it would be had the agent's goodbye
+/// arrived first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silently_dead_agent_is_waited_for_by_what_had_not_left() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let edge_dir = state.path().join("edge");
+    let any = "127.0.0.1:0";
+    let edge = EdgeProcess::start(&edge_dir, any, any, any).await;
+    let socket = state.path().join("agent.sock");
+    let agent = agent_up(&edge_dir, edge.quic, &socket).await;
+    let origin = Origin::start().await;
+    let url = preview_when_connected(&socket, origin.port).await.url;
+    let ca = edge_dir.join("ca.pem");
+    let hello = format!("{url}/hello");
+    let mut origins = Vec::new();
+
+    for case in ["GET handed over", "POST not passed on"] {
+        let (args, expected) = match case {
+            // A request before leaves an idle connection to the origin,
+            // which the next takes: the edge hands it to the agent at once.
+            "GET handed over" => {
+                assert_eq!(curl(&ca, &[&hello]).await.status, 200);
+                (vec![hello.clone()], None)
+            }
+            // A preview not used yet: the edge must first ask the agent for
+            // a connection to the origin.
+            _ => {
+                let other = Origin::start().await;
+                let fresh = preview_when_connected(&socket, other.port).await.url;
+                origins.push(other);
+                let echo = format!("{fresh}/echo");
+                (
+                    vec!["--data-binary".into(), "once".into(), echo],
+                    Some("once"),
+                )
+            }
+        };
+        agent.signal("STOP").await;
+        let waiting = spawn_curl(ca.clone(), args);
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        agent.signal("CONT").await;
+        let (out, took) = waiting.await.expect("curl");
+        eprintln!("{case}: {} after {took:?}", out.status);
+        match expected {
+            Some(body) => {
+                assert_eq!((out.status, out.text().as_str()), (200, body), "{out:?}");
+                assert!(took >= Duration::from_millis(2400), "{took:?}");
+            }
+            None => {
+                assert_eq!(out.status, 502, "{out:?}");
+                assert_eq!(out.header("x-calvin-error"), Some("agent-offline"));
+                assert!(took < Duration::from_secs(2), "{took:?}");
+            }
+        }
+        // The agent is back (it reconnects once it wakes).
+        eventually(Duration::from_secs(10), || async {
+            (curl(&ca, &[&hello]).await.status == 200).then_some(())
+        })
+        .await
+        .expect("the agent is back");
+    }
+}
