@@ -43,6 +43,9 @@ pub enum EdgeError {
     /// The request body came slower than the least rate: bytes per window
     /// of seconds.
     BodyTooSlow(u64, u64),
+    /// The request body, read whole at the edge, stopped for this many
+    /// seconds.
+    BodyStalled(u64),
     /// Too many requests from an address or for a preview (`from ...`,
     /// `for preview ...`).
     RateLimited(String, crate::rates::Exceeded),
@@ -62,7 +65,7 @@ impl EdgeError {
             Self::Misdirected(_) => StatusCode::MISDIRECTED_REQUEST,
             Self::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::AccountBusy(..) => StatusCode::SERVICE_UNAVAILABLE,
-            Self::BodyTooSlow(..) => StatusCode::REQUEST_TIMEOUT,
+            Self::BodyTooSlow(..) | Self::BodyStalled(_) => StatusCode::REQUEST_TIMEOUT,
             Self::RateLimited(..) => StatusCode::TOO_MANY_REQUESTS,
         }
     }
@@ -85,6 +88,7 @@ impl EdgeError {
             Self::BodyTooLarge(_) => "body-too-large",
             Self::AccountBusy(..) => "account-busy",
             Self::BodyTooSlow(..) => "body-too-slow",
+            Self::BodyStalled(_) => "body-stalled",
             Self::RateLimited(..) => "rate-limited",
         }
     }
@@ -119,6 +123,9 @@ impl EdgeError {
             ),
             Self::BodyTooSlow(bytes, secs) => format!(
                 "the request body came slower than {bytes} bytes in {secs} s; it was not passed on whole"
+            ),
+            Self::BodyStalled(secs) => format!(
+                "the request body stopped for {secs} s before its end; it was not passed on"
             ),
             Self::RateLimited(scope, e) => format!(
                 "too many requests {scope}: at most {} per second (bursts of {}); retry in {} s",

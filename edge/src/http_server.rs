@@ -14,8 +14,11 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use http::Request;
+use http::header::{self, HeaderValue};
+use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -25,9 +28,11 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, warn};
 
+use crate::error_page::{EdgeError, accepts_html};
 use crate::h1_framing::{FramingGate, HeadLimits};
 use crate::h2_flood::FloodGuard;
-use crate::proxy::{DrainGuard, Proxy, Scheme, Visitor};
+use crate::proxy::{DrainGuard, Proxy, READ_AHEAD, Scheme, Visitor};
+use crate::request_body::RateWindows;
 use crate::rewind::Rewind;
 
 /// How long a visitor has to finish the TLS handshake.
@@ -180,10 +185,26 @@ impl HttpServer {
     ) {
         let limit = header_timeout(self.header_read_timeout);
         let head = read_first_head(&mut stream, self.head_limits.max_head_bytes);
-        let Some((prefix, h2)) = start_step("no request", peer, limit, &mut stop, head).await
+        let Some((mut prefix, h2)) = start_step("no request", peer, limit, &mut stop, head).await
         else {
             return;
         };
+        if !h2 {
+            let body = tokio::select! {
+                body = self.first_body(&mut stream, &mut prefix) => body,
+                _ = stop.wait_for(|s| *s) => return,
+            };
+            let refusal = match body {
+                FirstBody::Read => None,
+                FirstBody::Gone => return,
+                FirstBody::TooSlow => Some(self.proxy.too_slow()),
+                FirstBody::Stalled(stall) => Some(EdgeError::BodyStalled(stall.as_secs())),
+            };
+            if let Some(refusal) = refusal {
+                debug!(%peer, "{}", refusal.message());
+                return refuse(Rewind::new(prefix, stream), &refusal).await;
+            }
+        }
         let stream = match stream.into_std() {
             Ok(stream) => stream,
             Err(err) => return debug!(%peer, %err, "cannot move the connection"),
@@ -200,6 +221,42 @@ impl HttpServer {
             };
             self.serve(stream, visitor, h2, limit, stop, drain).await;
         });
+    }
+
+    /// On the front, after the first head: of a body of declared length,
+    /// the front reads what the proxy would read ahead (see
+    /// [`READ_AHEAD`]), under the least rate; a slow POST then costs the
+    /// runtime serving requests nothing. `bytes` holds what was read so
+    /// far.
+    async fn first_body(&self, stream: &mut TcpStream, bytes: &mut Vec<u8>) -> FirstBody {
+        let rules = self.proxy.body_rules();
+        let Some(end) = read_ahead_end(bytes, self.head_limits.max_headers, rules.cap) else {
+            return FirstBody::Read;
+        };
+        let mut windows = RateWindows::new(rules.min_rate, bytes.len() as u64);
+        let mut moved = Instant::now();
+        let mut chunk = [0u8; 8192];
+        while bytes.len() < end {
+            let stalls = moved + rules.stall;
+            let wake = windows.end().map_or(stalls, |end| end.min(stalls));
+            match tokio::time::timeout_at(wake.into(), stream.read(&mut chunk)).await {
+                // Cut short: the proxy answers it as a broken body.
+                Ok(Ok(0)) => return FirstBody::Read,
+                Ok(Ok(n)) => {
+                    bytes.extend_from_slice(&chunk[..n]);
+                    moved = Instant::now();
+                }
+                Ok(Err(_)) => return FirstBody::Gone,
+                Err(_) if moved.elapsed() >= rules.stall => {
+                    return FirstBody::Stalled(rules.stall);
+                }
+                Err(_) => {}
+            }
+            if windows.over() && windows.judge(bytes.len() as u64, false) {
+                return FirstBody::TooSlow;
+            }
+        }
+        FirstBody::Read
     }
 
     async fn serve_tls(
@@ -275,6 +332,74 @@ impl HttpServer {
         }
     }
 }
+
+/// What the front made of a first request's body.
+enum FirstBody {
+    /// Read as far as the front reads, or not the front's to read: on to
+    /// the proxy.
+    Read,
+    TooSlow,
+    /// It stopped for this long.
+    Stalled(Duration),
+    /// The connection failed.
+    Gone,
+}
+
+/// How far into `bytes` (a request head, and what followed it) the front
+/// reads before the proxy gets them: to the end of the head, and [`READ_AHEAD`]
+/// bytes or all of its body, when the body has a single Content-Length
+/// within the cap, no Transfer-Encoding, no `Expect` (the origin may refuse
+/// it before its body) and no upgrade. Anything else, the malformed
+/// included, is left to the proxy and its parser: `None`.
+fn read_ahead_end(bytes: &[u8], max_headers: usize, cap: Option<u64>) -> Option<usize> {
+    let mut headers = vec![httparse::EMPTY_HEADER; max_headers];
+    let mut req = httparse::Request::new(&mut headers);
+    let httparse::Status::Complete(head_len) = req.parse(bytes).ok()? else {
+        return None;
+    };
+    if req.method == Some("CONNECT") {
+        return None;
+    }
+    let mut length = None;
+    for field in req.headers.iter() {
+        let name = field.name;
+        if name.eq_ignore_ascii_case("content-length") {
+            let digits = std::str::from_utf8(field.value).ok()?;
+            if length.is_some() || digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit())
+            {
+                return None;
+            }
+            length = Some(digits.parse::<u64>().ok()?);
+        } else if ["transfer-encoding", "expect", "upgrade"]
+            .iter()
+            .any(|n| name.eq_ignore_ascii_case(n))
+        {
+            return None;
+        }
+    }
+    let length = length.filter(|&n| n > 0 && cap.is_none_or(|c| n <= c))?;
+    Some(head_len + usize::try_from(length.min(READ_AHEAD)).ok()?)
+}
+
+/// Answers the request on `stream` with `refusal` and closes it, on the
+/// front; its body is not read.
+async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(stream: S, refusal: &EdgeError) {
+    let service = service_fn(|req: Request<Incoming>| {
+        let mut response = refusal.response(accepts_html(req.headers()));
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        std::future::ready(Ok::<_, Infallible>(response))
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(stream), service);
+    let _ = tokio::time::timeout(REFUSAL_TIMEOUT, conn).await;
+}
+
+/// How long the front spends answering a request it refuses.
+const REFUSAL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Accepts on `listener` until `stop` turns true, handing each connection
 /// (no-delay set) to `each`. A failing accept (out of file descriptors,
@@ -403,6 +528,43 @@ async fn read_opening<S: AsyncRead + Unpin>(stream: &mut S) -> std::io::Result<(
         }
         if opening.len() == H2_PREFACE.len() {
             return Ok((opening, true));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn end(head: &str, cap: Option<u64>) -> Option<usize> {
+        read_ahead_end(head.as_bytes(), 100, cap)
+    }
+
+    #[test]
+    fn the_front_reads_ahead_only_a_plain_declared_length() {
+        let head = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n";
+        assert_eq!(end(head, None), Some(head.len() + 10));
+        // At most READ_AHEAD of a long body, and the cap is kept.
+        let long = "POST / HTTP/1.1\r\nContent-Length: 100000000\r\n\r\n";
+        assert_eq!(end(long, None), Some(long.len() + 65_536));
+        assert_eq!(end(long, Some(100_000_000)), Some(long.len() + 65_536));
+        assert_eq!(end(long, Some(99_999_999)), None);
+        for left_alone in [
+            "GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 10\r\nContent-Length: 10\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: +10\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 1 0\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: \r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 10\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 10\r\nUpgrade: websocket\r\n\r\n",
+            "CONNECT a:443 HTTP/1.1\r\nContent-Length: 10\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 10\r\n",
+            "POST / HTTP/1.1\r\nContent Length: 10\r\n\r\n",
+        ] {
+            assert_eq!(end(left_alone, None), None, "{left_alone:?}");
         }
     }
 }

@@ -205,6 +205,24 @@ impl Proxy {
         }
     }
 
+    /// How a request body is read ahead (see [`READ_AHEAD`]).
+    pub fn body_rules(&self) -> BodyRules {
+        BodyRules {
+            min_rate: self.limits.min_body_rate,
+            stall: self.waits.response,
+            cap: self.limits.max_body_bytes,
+        }
+    }
+
+    /// 408 for a body slower than the least rate.
+    pub fn too_slow(&self) -> EdgeError {
+        let rate = self.limits.min_body_rate.unwrap_or(MinRate {
+            bytes: 0,
+            window: Duration::ZERO,
+        });
+        EdgeError::BodyTooSlow(rate.bytes, rate.window.as_secs())
+    }
+
     async fn forward(
         &self,
         mut req: Request<Incoming>,
@@ -214,7 +232,9 @@ impl Proxy {
         let arrived = tokio::time::Instant::now();
         let (peer, scheme) = (visitor.peer, visitor.scheme);
         if let Err(refused) = self.limits.check(&req) {
-            linger(req);
+            if req.version() == Version::HTTP_2 && !req.body().is_end_stream() {
+                linger(req);
+            }
             return Err(refused);
         }
         self.rates.from_address(peer.ip()).map_err(|exceeded| {
@@ -249,8 +269,44 @@ impl Proxy {
         let visitor_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut req));
         rewrite_request(&mut req, &host, peer, scheme, upgrade.clone());
         let (mut parts, incoming) = req.into_parts();
-        let (body, mut body_watch) =
+        let (mut body, mut body_watch) =
             RequestBody::new(incoming, self.limits.max_body_bytes, upstream.bandwidth());
+        let limit = self.waits.response;
+        let declared = body.size_hint().exact().is_some();
+        if declared
+            && !body.is_end_stream()
+            && upgrade.is_none()
+            && !parts.headers.contains_key(header::EXPECT)
+        {
+            let refused = {
+                let read = body.read_ahead(READ_AHEAD);
+                tokio::pin!(read);
+                let read = tokio::select! {
+                    read = &mut read => Ok(read),
+                    outcome = body_watch.ended_or_stalled(limit, self.limits.min_body_rate) => {
+                        match outcome {
+                            BodyOutcome::Ended => Ok(read.await),
+                            BodyOutcome::Stalled => Err(EdgeError::BodyStalled(limit.as_secs())),
+                            BodyOutcome::TooSlow => Err(self.too_slow()),
+                        }
+                    }
+                };
+                match read {
+                    Ok(Ok(())) => None,
+                    Ok(Err(_)) if body_watch.too_large() => Some(EdgeError::BodyTooLarge(
+                        self.limits.max_body_bytes.unwrap_or_default(),
+                    )),
+                    Ok(Err(_)) => Some(EdgeError::BadRequestBody),
+                    Err(refused) => Some(refused),
+                }
+            };
+            if let Some(refused) = refused {
+                if parts.version == Version::HTTP_2 {
+                    linger(body);
+                }
+                return Err(refused);
+            }
+        }
         if !body.is_end_stream() && body.size_hint().exact().is_none() {
             // hyper sends no body for a GET of unknown length unless the
             // framing says there is one.
@@ -264,7 +320,6 @@ impl Proxy {
         // The origin's time to answer runs from the end of the upload, so an
         // upload of any length passes; an upload that stops moving for as
         // long (the visitor stalls, or the origin stops reading) does not.
-        let limit = self.waits.response;
         let sent = self.send_or_wait(upstream.clone(), req, peer, arrived);
         tokio::pin!(sent);
         let answered = tokio::select! {
@@ -272,13 +327,7 @@ impl Proxy {
             outcome = body_watch.ended_or_stalled(limit, self.limits.min_body_rate) => match outcome {
                 BodyOutcome::Ended => tokio::time::timeout(limit, &mut sent).await.ok(),
                 BodyOutcome::Stalled => None,
-                BodyOutcome::TooSlow => {
-                    let rate = self.limits.min_body_rate.unwrap_or(MinRate {
-                        bytes: 0,
-                        window: Duration::ZERO,
-                    });
-                    return Err(EdgeError::BodyTooSlow(rate.bytes, rate.window.as_secs()));
-                }
+                BodyOutcome::TooSlow => return Err(self.too_slow()),
             },
         };
         let (upstream, answered) = match answered {
@@ -328,6 +377,29 @@ impl Proxy {
         Ok(response.map(|body| Either::Left(ResponseBody::new(body, waiting))))
     }
 }
+
+/// The rules a body read ahead at the edge is held to: the least rate, the
+/// longest it may stop, and the cap on its size.
+pub struct BodyRules {
+    pub min_rate: Option<MinRate>,
+    pub stall: Duration,
+    pub cap: Option<u64>,
+}
+
+/// Of a request body of declared length (Content-Length), the edge reads
+/// this much, or all of it when it is smaller, before the origin gets any,
+/// as nginx reads bodies by default (`proxy_request_buffering`). A dev
+/// server often serves one request at a time: a visitor trickling a POST
+/// to it would hold it for everyone, and a slow-POST attack would cost the
+/// tunnel, the agent and the origin a packet, a wake-up and a write per
+/// byte. Such a body is judged by the least rate at the edge alone, and a
+/// real upload, which passes the mark in milliseconds, streams on from
+/// there. Bodies of unknown length (chunked, or HTTP/2 without a length)
+/// stream from their first byte: the origin may answer parts of them as
+/// they come (gRPC, full-duplex streams). So do requests that `Expect:
+/// 100-continue` (the origin may refuse them before their body) and
+/// upgrades.
+pub const READ_AHEAD: u64 = 64 << 10;
 
 /// 308 to the same path and query on the preview's HTTPS URL: a POST
 /// stays a POST.
@@ -381,13 +453,11 @@ fn upstream_error(upstream: &Upstream, err: UpstreamError) -> EdgeError {
 /// without reading it: dropped at once, h2 resets the stream with CANCEL,
 /// which clients such as curl report instead of the answer; meanwhile they
 /// read the answer and end the upload themselves.
-fn linger(req: Request<Incoming>) {
-    if req.version() == Version::HTTP_2 && !req.body().is_end_stream() {
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            drop(req);
-        });
-    }
+fn linger<B: Send + 'static>(body: B) {
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        drop(body);
+    });
 }
 
 /// What the response checker found wrong, when that is why `err` happened.

@@ -5,6 +5,8 @@
 //! bandwidth bucket, when capped; time a body spends held back there is
 //! not counted against the visitor.
 
+use std::collections::VecDeque;
+use std::future::poll_fn;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -23,6 +25,10 @@ pub struct RequestBody {
     left: Option<u64>,
     /// Whether a frame waits for the bandwidth bucket now.
     held: bool,
+    /// Frames read ahead of the origin (see [`RequestBody::read_ahead`]),
+    /// and whether they are the whole body.
+    ahead: VecDeque<Frame<Bytes>>,
+    whole: bool,
 }
 
 /// What reading the body failed with.
@@ -83,39 +89,25 @@ impl BodyWatch {
     ) -> BodyOutcome {
         let mut moved = Instant::now();
         let start = *self.0.borrow();
-        let mut window = (Instant::now(), start.bytes, start.holds);
-        // The first window is a random 100-125% of one and asks as much more:
-        // the same rate, but slow bodies that started together (an attack)
-        // are not all judged, and answered, in the same instant.
-        let mut rate_now = min_rate.map(|rate| {
-            use rand::RngExt;
-            let share = rand::rng().random_range(1.0..=1.25);
-            MinRate {
-                bytes: (rate.bytes as f64 * share) as u64,
-                window: rate.window.mul_f64(share),
-            }
-        });
+        let mut windows = RateWindows::new(min_rate, start.bytes);
+        let mut holds = start.holds;
         loop {
             let progress = *self.0.borrow_and_update();
             if progress.ended {
                 return BodyOutcome::Ended;
             }
-            if let Some(rate) = rate_now
-                && window.0.elapsed() >= rate.window
-            {
+            if windows.over() {
                 // A window in which the edge held the body back for the
                 // account's bandwidth is not the visitor's fault.
-                let held = progress.held || progress.holds != window.2;
-                if progress.bytes - window.1 < rate.bytes && !held {
+                let held = progress.held || progress.holds != holds;
+                if windows.judge(progress.bytes, held) {
                     return BodyOutcome::TooSlow;
                 }
-                window = (Instant::now(), progress.bytes, progress.holds);
-                rate_now = min_rate;
+                holds = progress.holds;
             }
-            let mut wake = moved + idle;
-            if let Some(rate) = rate_now {
-                wake = wake.min(window.0 + rate.window);
-            }
+            let wake = windows
+                .end()
+                .map_or(moved + idle, |end| end.min(moved + idle));
             match tokio::time::timeout_at(wake.into(), self.0.changed()).await {
                 Err(_) if moved.elapsed() >= idle => return BodyOutcome::Stalled,
                 Err(_) => {}
@@ -123,6 +115,60 @@ impl BodyWatch {
                 Ok(Ok(())) => moved = Instant::now(),
             }
         }
+    }
+}
+
+/// The least rate a body must keep, judged window by window. The first
+/// window is a random 100-125% of one and asks as much more: the same
+/// rate, but slow bodies that started together (an attack) are not all
+/// judged, and answered, in the same instant.
+pub struct RateWindows {
+    rate: Option<MinRate>,
+    now: Option<MinRate>,
+    start: Instant,
+    bytes: u64,
+}
+
+impl RateWindows {
+    /// Windows from now, for a body that has moved `bytes` so far.
+    pub fn new(rate: Option<MinRate>, bytes: u64) -> Self {
+        let now = rate.map(|rate| {
+            use rand::RngExt;
+            let share = rand::rng().random_range(1.0..=1.25);
+            MinRate {
+                bytes: (rate.bytes as f64 * share) as u64,
+                window: rate.window.mul_f64(share),
+            }
+        });
+        Self {
+            rate,
+            now,
+            start: Instant::now(),
+            bytes,
+        }
+    }
+
+    /// When the current window ends (never, without a rate).
+    pub fn end(&self) -> Option<Instant> {
+        self.now.map(|rate| self.start + rate.window)
+    }
+
+    /// Whether the current window has ended.
+    pub fn over(&self) -> bool {
+        self.end().is_some_and(|end| Instant::now() >= end)
+    }
+
+    /// At a window's end, with the body at `bytes`: whether it moved too
+    /// little in it (`excused` windows pass). Starts the next window.
+    pub fn judge(&mut self, bytes: u64, excused: bool) -> bool {
+        let Some(rate) = self.now else {
+            return false;
+        };
+        if bytes - self.bytes < rate.bytes && !excused {
+            return true;
+        }
+        (self.now, self.start, self.bytes) = (self.rate, Instant::now(), bytes);
+        false
     }
 }
 
@@ -148,8 +194,32 @@ impl RequestBody {
             progress,
             left: cap,
             held: false,
+            ahead: VecDeque::new(),
+            whole: false,
         };
         (body, BodyWatch(watch))
+    }
+
+    /// Reads the body into the edge's memory until it ends or `max` bytes
+    /// are held, before the origin gets any of it (see `Proxy::forward`);
+    /// its watch sees it arrive as before. Fails as reading it would (cut
+    /// past the cap, broken off).
+    pub async fn read_ahead(&mut self, max: u64) -> Result<(), BodyError> {
+        let mut held = 0u64;
+        while held < max {
+            match poll_fn(|cx| self.poll_visitor(cx)).await {
+                Some(Ok(frame)) => {
+                    held += frame.data_ref().map_or(0, |d| d.len() as u64);
+                    self.ahead.push_back(frame);
+                }
+                Some(Err(err)) => return Err(err),
+                None => {
+                    self.whole = true;
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
     }
 
     fn mark(&self, ended: bool) {
@@ -166,6 +236,60 @@ impl Body for RequestBody {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        if let Some(frame) = self.ahead.pop_front() {
+            return Poll::Ready(Some(Ok(frame)));
+        }
+        if self.whole {
+            return Poll::Ready(None);
+        }
+        self.poll_visitor(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        if !self.ahead.is_empty() {
+            return false;
+        }
+        if self.whole {
+            return true;
+        }
+        let ended = self.inner.is_end_stream();
+        if ended && !self.progress.borrow().ended {
+            self.mark(true);
+        }
+        ended
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let ahead = self
+            .ahead
+            .iter()
+            .filter_map(Frame::data_ref)
+            .map(Bytes::len);
+        let ahead = ahead.sum::<usize>() as u64;
+        if self.whole {
+            return SizeHint::with_exact(ahead);
+        }
+        let rest = self.inner.size_hint();
+        match rest.exact() {
+            Some(rest) => SizeHint::with_exact(rest + ahead),
+            None => {
+                let mut hint = SizeHint::new();
+                hint.set_lower(rest.lower() + ahead);
+                if let Some(upper) = rest.upper() {
+                    hint.set_upper(upper + ahead);
+                }
+                hint
+            }
+        }
+    }
+}
+
+impl RequestBody {
+    /// The next frame from the visitor, counted, capped and watched.
+    fn poll_visitor(
+        &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
@@ -203,17 +327,5 @@ impl Body for RequestBody {
             Poll::Pending => {}
         }
         polled.map(|frame| frame.map(|r| r.map_err(BodyError::from)))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        let ended = self.inner.is_end_stream();
-        if ended && !self.progress.borrow().ended {
-            self.mark(true);
-        }
-        ended
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
     }
 }

@@ -55,6 +55,8 @@ pub struct Origin {
     pub accepted: Arc<AtomicUsize>,
     /// Connections open now.
     pub open: Arc<AtomicUsize>,
+    /// Request heads received so far.
+    pub requests: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -87,7 +89,9 @@ impl Origin {
         let port = listener.local_addr().expect("origin addr").port();
         let accepted = Arc::new(AtomicUsize::new(0));
         let open = Arc::new(AtomicUsize::new(0));
+        let requests = Arc::new(AtomicUsize::new(0));
         let (count_accepted, count_open) = (accepted.clone(), open.clone());
+        let count_requests = requests.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
@@ -97,9 +101,14 @@ impl Origin {
                 count_accepted.fetch_add(1, Ordering::SeqCst);
                 count_open.fetch_add(1, Ordering::SeqCst);
                 let open = count_open.clone();
+                let requests = count_requests.clone();
+                let service = service_fn(move |req| {
+                    requests.fetch_add(1, Ordering::SeqCst);
+                    handle(req)
+                });
                 tokio::spawn(async move {
                     let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service_fn(handle))
+                        .serve_connection(TokioIo::new(stream), service)
                         .with_upgrades()
                         .await;
                     open.fetch_sub(1, Ordering::SeqCst);
@@ -110,6 +119,7 @@ impl Origin {
             port,
             accepted,
             open,
+            requests,
             task,
         }
     }

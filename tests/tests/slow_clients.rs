@@ -2,6 +2,7 @@
 //! timeout and the body's minimum rate while other visitors go on, and the
 //! edge's accept loop lives through running out of file descriptors.
 
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use calvin_edge::Limits;
@@ -259,4 +260,192 @@ async fn the_accept_loop_lives_through_running_out_of_descriptors() {
         "served again {:?} after the descriptors came back",
         dropped.elapsed()
     );
+}
+
+/// A slow POST of declared length (the classic slow-POST attack declares a
+/// large one) is judged at the edge alone: the edge reads 64 KiB of it
+/// ahead of the origin, and this one never gets there, so the origin (a
+/// dev server that may serve one request at a time) never sees it. That
+/// holds on every path: a plain-HTTP connection's first request (read on
+/// the front), a later one on the same connection, HTTPS over HTTP/1.1 and
+/// HTTP/2. A body of unknown length (chunked) streams from its first byte,
+/// as a full-duplex stream must, and is still cut by the least rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_post_of_declared_length_never_reaches_the_origin() {
+    let edge = TestEdge::with_limits(Limits {
+        min_request_body_bytes: 1000,
+        request_body_rate_window_secs: 1,
+        requests_per_second_per_ip: 0,
+        requests_per_second_per_preview: 0,
+        ..Default::default()
+    })
+    .await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let name = agent.preview(origin.port, None).await.name;
+    let (http, https) = (edge.http_url(&name), edge.url(&name));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let body = dir.path().join("body");
+    std::fs::write(&body, pattern_bytes(100_000)).expect("body");
+    let upload = format!("@{}", body.display());
+    let slow = ["--limit-rate", "200", "--max-time", "20"];
+
+    let cases: [(&str, Vec<&str>); 3] = [
+        ("plain HTTP, first request", vec![]),
+        ("HTTPS, HTTP/1.1", vec!["--http1.1"]),
+        (
+            "chunked",
+            vec!["--http1.1", "-H", "Transfer-Encoding: chunked"],
+        ),
+    ];
+    for (case, extra) in cases {
+        let before = origin.requests.load(Ordering::SeqCst);
+        let url = match case {
+            "plain HTTP, first request" => format!("{http}/count"),
+            _ => format!("{https}/count"),
+        };
+        let mut args: Vec<&str> = slow.to_vec();
+        args.extend(extra);
+        args.extend(["--data-binary", &upload, &url]);
+        let out = curl(&edge.ca(), &args).await;
+        let reached = origin.requests.load(Ordering::SeqCst) - before;
+        eprintln!("{case}: {}, the origin got {reached}", out.status);
+        assert_eq!(out.status, 408, "{case}: {out:?}");
+        assert_eq!(
+            out.header("x-calvin-error"),
+            Some("body-too-slow"),
+            "{case}"
+        );
+        let expected = usize::from(case == "chunked");
+        assert_eq!(reached, expected, "{case}: requests the origin got");
+    }
+    // HTTP/2, from hyper: curl 7.88 sleeping for its --limit-rate reads
+    // the answer only after the edge has reset the unread upload, and then
+    // reports the reset instead of the answer.
+    let before = origin.requests.load(Ordering::SeqCst);
+    let status = h2_slow_post(&edge, &name).await;
+    let reached = origin.requests.load(Ordering::SeqCst) - before;
+    eprintln!("HTTPS, HTTP/2: {status}, the origin got {reached}");
+    assert_eq!((status, reached), (408, 0), "HTTPS, HTTP/2");
+
+    // A later request on a plain-HTTP connection (the proxy reads it, not
+    // the front): a GET, then the slow POST, one byte every 500 ms.
+    let before = origin.requests.load(Ordering::SeqCst);
+    let host = format!("{name}.{DOMAIN}");
+    let opening = format!(
+        "GET /hello HTTP/1.1\r\nHost: {host}\r\n\r\n\
+         POST /count HTTP/1.1\r\nHost: {host}\r\nContent-Length: 100000\r\n\r\n"
+    );
+    let (took, said) = trickle(edge.http, opening, b"a").await;
+    let reached = origin.requests.load(Ordering::SeqCst) - before;
+    eprintln!("plain HTTP, second request: closed after {took:?}, the origin got {reached}");
+    assert!(said.starts_with("HTTP/1.1 200 "), "{said}");
+    assert!(
+        said.contains("HTTP/1.1 408 ") && said.contains("body-too-slow"),
+        "{said}"
+    );
+    assert_eq!(reached, 1, "only the GET reaches the origin");
+
+    // At full speed the same upload passes whole, on each path.
+    for target in [format!("{http}/count"), format!("{https}/count")] {
+        let out = curl(&edge.ca(), &["--data-binary", &upload, &target]).await;
+        assert_eq!(out.status, 200, "{out:?}");
+        let sum: u64 = pattern_bytes(100_000).iter().map(|&b| u64::from(b)).sum();
+        assert_eq!(out.text(), format!("{} {sum}\n", 100_000));
+    }
+}
+
+/// The edge reads ahead 64 KiB of a body and no more: with 64 KiB sent and
+/// the rest held back, a body of 65,536 bytes has not reached the origin
+/// (one byte is missing), one of 65,537 has. On a plain-HTTP connection's
+/// first request (the front) and on a later one (the proxy).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_edge_reads_64_kib_ahead_and_no_more() {
+    let edge = TestEdge::with_limits(Limits {
+        min_request_body_bytes: 1,
+        request_body_rate_window_secs: 30,
+        requests_per_second_per_ip: 0,
+        requests_per_second_per_preview: 0,
+        ..Default::default()
+    })
+    .await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let name = agent.preview(origin.port, None).await.name;
+    let host = format!("{name}.{DOMAIN}");
+    for later in [false, true] {
+        for (length, sent, reaches) in [(65_536usize, 65_535usize, false), (65_537, 65_536, true)] {
+            let mut tcp = TcpStream::connect(edge.http).await.expect("tcp");
+            if later {
+                let get = format!("GET /hello HTTP/1.1\r\nHost: {host}\r\n\r\n");
+                tcp.write_all(get.as_bytes()).await.expect("write");
+                let mut answer = vec![0u8; 4096];
+                let n = tcp.read(&mut answer).await.expect("read");
+                assert!(answer[..n].starts_with(b"HTTP/1.1 200 "));
+            }
+            let before = origin.requests.load(Ordering::SeqCst);
+            let head =
+                format!("POST /count HTTP/1.1\r\nHost: {host}\r\nContent-Length: {length}\r\n\r\n");
+            tcp.write_all(head.as_bytes()).await.expect("head");
+            tcp.write_all(&pattern_bytes(sent)).await.expect("body");
+            let got = eventually(Duration::from_secs(3), || async {
+                (origin.requests.load(Ordering::SeqCst) > before).then_some(())
+            })
+            .await
+            .is_some();
+            eprintln!("later {later}, {length} bytes with {sent} sent: the origin got it: {got}");
+            assert_eq!(
+                got, reaches,
+                "later {later}: a body of {length} with {sent} sent"
+            );
+            // The rest: the request is served, whole.
+            tcp.write_all(&pattern_bytes(length)[sent..])
+                .await
+                .expect("rest");
+            let mut answer = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !answer.ends_with(b"\n") {
+                let n = tcp.read(&mut buf).await.expect("read");
+                assert!(n > 0, "closed: {}", String::from_utf8_lossy(&answer));
+                answer.extend_from_slice(&buf[..n]);
+            }
+            let answer = String::from_utf8_lossy(&answer);
+            assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+            assert!(answer.contains(&format!("\r\n\r\n{length} ")), "{answer}");
+        }
+    }
+}
+
+/// POSTs to `name` over HTTP/2 a body declared 100,000 bytes long, one
+/// byte every 500 ms; the answer's status.
+async fn h2_slow_post(edge: &TestEdge, name: &str) -> u16 {
+    let tcp = TcpStream::connect(edge.https).await.expect("tcp");
+    let config = tls_client_config(&edge.ca(), &[b"h2"]);
+    let host = format!("{name}.{DOMAIN}");
+    let server_name = rustls_pki_types::ServerName::try_from(host.clone()).expect("name");
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect(server_name, tcp)
+        .await
+        .expect("tls");
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .expect("h2");
+    tokio::spawn(conn);
+    let trickle = futures_util::stream::unfold((), |()| async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let frame = hyper::body::Frame::data(bytes::Bytes::from_static(b"a"));
+        Some((Ok::<_, std::convert::Infallible>(frame), ()))
+    });
+    let req = http::Request::post(format!("https://{host}:{}/count", edge.https.port()))
+        .header(http::header::CONTENT_LENGTH, "100000")
+        .body(http_body_util::StreamBody::new(Box::pin(trickle)))
+        .expect("request");
+    let response = tokio::time::timeout(Duration::from_secs(10), sender.send_request(req))
+        .await
+        .expect("answered within 10 s")
+        .expect("response");
+    response.status().as_u16()
 }
