@@ -2,18 +2,20 @@
 //! (HTTP/1.1, or HTTP/2 with prior knowledge) listeners, both serving the
 //! same routing.
 //!
-//! The edge reads a connection's opening bytes itself, within the header
-//! timeout, before hyper sees it: they tell HTTP/2's preface from HTTP/1 on
-//! plain connections, and a TLS connection that chose h2 must send its
-//! preface in time too. So a connection that sends nothing is closed like a
-//! slow one. (hyper's own HTTP/1 header timer then starts afresh, so a
-//! visitor trickling its first request head can take up to twice it.)
+//! Each listener has a front: a thread of its own that accepts, makes the
+//! TLS handshake, and reads a connection's opening itself, within the
+//! header timeout, before hyper sees it: HTTP/2's preface, or the first
+//! request head and what of its body the proxy reads ahead. A connection
+//! that sends nothing, or trickles, is closed there; one whose first
+//! request is whole moves to the runtime serving requests, where hyper's
+//! header timer covers the requests after it.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use http::Request;
@@ -97,6 +99,15 @@ impl HttpServer {
     /// Accepts visitors until `stop` turns true. Each connection holds a
     /// clone of `drain` until it ends; on `stop` it finishes its requests
     /// and closes.
+    ///
+    /// A thread of its own (the front) accepts the listener's visitors,
+    /// makes their TLS handshakes, and reads each connection's first
+    /// request head (and what of its body the proxy reads ahead); the
+    /// connection moves to this runtime, to be served, once those are
+    /// whole. Slowloris heads and bodies, and the accepts, handshakes and
+    /// closes of their reconnects, then cost the front's thread, which the
+    /// kernel schedules apart from the threads serving visitors whose
+    /// requests arrived.
     pub async fn accept(
         self: Arc<Self>,
         listener: TcpListener,
@@ -104,36 +115,10 @@ impl HttpServer {
         stop: watch::Receiver<bool>,
         drain: DrainGuard,
     ) {
-        let Some(acceptor) = tls else {
-            return self.accept_on_front(listener, stop, drain).await;
-        };
-        let stopping = stop.clone();
-        accept_each(&listener, stopping, |stream, peer| {
-            let (server, acceptor) = (self.clone(), acceptor.clone());
-            let (stop, drain) = (stop.clone(), drain.clone());
-            tokio::spawn(async move {
-                server.serve_tls(acceptor, stream, peer, stop, drain).await;
-            });
-        })
-        .await;
-    }
-
-    /// Plain HTTP: a thread of its own (the front) accepts visitors and
-    /// reads each one's first request head; a connection moves to this
-    /// runtime, to be served, once that head is whole. Slowloris heads, and
-    /// the accepts and closes of their reconnects, then cost the front's
-    /// thread, which the kernel schedules apart from the threads serving
-    /// visitors whose requests arrived.
-    async fn accept_on_front(
-        self: Arc<Self>,
-        listener: TcpListener,
-        stop: watch::Receiver<bool>,
-        drain: DrainGuard,
-    ) {
         let main = tokio::runtime::Handle::current();
         let listener = match listener.into_std() {
             Ok(listener) => listener,
-            Err(err) => return warn!(%err, "cannot hand the HTTP listener to the front"),
+            Err(err) => return warn!(%err, "cannot hand the listener to the front"),
         };
         let (ended, done) = tokio::sync::oneshot::channel::<()>();
         let started = std::thread::Builder::new()
@@ -143,7 +128,7 @@ impl HttpServer {
                     .enable_all()
                     .build();
                 match runtime {
-                    Ok(runtime) => runtime.block_on(self.front(listener, main, stop, drain)),
+                    Ok(runtime) => runtime.block_on(self.front(listener, tls, main, stop, drain)),
                     Err(err) => warn!(%err, "cannot start the front's runtime"),
                 }
                 drop(ended);
@@ -157,70 +142,156 @@ impl HttpServer {
     async fn front(
         self: Arc<Self>,
         listener: std::net::TcpListener,
+        tls: Option<TlsAcceptor>,
         main: tokio::runtime::Handle,
         stop: watch::Receiver<bool>,
         drain: DrainGuard,
     ) {
         let listener = match TcpListener::from_std(listener) {
             Ok(listener) => listener,
-            Err(err) => return warn!(%err, "the front cannot take the HTTP listener"),
+            Err(err) => return warn!(%err, "the front cannot take the listener"),
         };
         let stopping = stop.clone();
         accept_each(&listener, stopping, |stream, peer| {
-            let (server, main) = (self.clone(), main.clone());
+            let (server, main, tls) = (self.clone(), main.clone(), tls.clone());
             let (stop, drain) = (stop.clone(), drain.clone());
-            tokio::spawn(server.first_head(stream, peer, main, stop, drain));
+            let start = Start {
+                peer,
+                main,
+                stop,
+                drain,
+            };
+            match tls {
+                None => tokio::spawn(server.start_plain(stream, start)),
+                Some(acceptor) => tokio::spawn(server.start_tls(acceptor, stream, start)),
+            };
         })
         .await;
     }
 
-    /// On the front: the first request head, then the connection to `main`.
-    async fn first_head(
-        self: Arc<Self>,
-        mut stream: TcpStream,
-        peer: SocketAddr,
-        main: tokio::runtime::Handle,
-        mut stop: watch::Receiver<bool>,
-        drain: DrainGuard,
-    ) {
+    /// On the front: a plain connection's first request, then the
+    /// connection to the serving runtime.
+    async fn start_plain(self: Arc<Self>, mut stream: TcpStream, mut start: Start) {
         let limit = header_timeout(self.header_read_timeout);
-        let head = read_first_head(&mut stream, self.head_limits.max_head_bytes);
-        let Some((mut prefix, h2)) = start_step("no request", peer, limit, &mut stop, head).await
+        let Some((prefix, h2)) = self
+            .first_request(&mut stream, false, limit, &mut start)
+            .await
         else {
             return;
         };
-        if !h2 {
-            let body = tokio::select! {
-                body = self.first_body(&mut stream, &mut prefix) => body,
-                _ = stop.wait_for(|s| *s) => return,
-            };
-            let refusal = match body {
-                FirstBody::Read => None,
-                FirstBody::Gone => return,
-                FirstBody::TooSlow => Some(self.proxy.too_slow()),
-                FirstBody::Stalled(stall) => Some(EdgeError::BodyStalled(stall.as_secs())),
-            };
-            if let Some(refusal) = refusal {
-                debug!(%peer, "{}", refusal.message());
-                return refuse(Rewind::new(prefix, stream), &refusal).await;
-            }
-        }
         let stream = match stream.into_std() {
             Ok(stream) => stream,
-            Err(err) => return debug!(%peer, %err, "cannot move the connection"),
+            Err(err) => return debug!(peer = %start.peer, %err, "cannot move the connection"),
         };
+        let Start {
+            peer,
+            main,
+            stop,
+            drain,
+        } = start;
         main.spawn(async move {
             let stream = match TcpStream::from_std(stream) {
                 Ok(stream) => stream,
                 Err(err) => return debug!(%peer, %err, "cannot take the connection"),
             };
-            let stream = Rewind::new(prefix, stream);
             let visitor = Visitor {
                 peer,
                 scheme: Scheme::Http,
             };
+            let stream = Rewind::new(prefix, stream);
             self.serve(stream, visitor, h2, limit, stop, drain).await;
         });
+    }
+
+    /// On the front: a TLS connection's handshake and first request (its
+    /// HTTP/2 preface, with h2), then the connection to the serving
+    /// runtime: the TLS session moves whole, its socket re-registered there.
+    async fn start_tls(
+        self: Arc<Self>,
+        acceptor: TlsAcceptor,
+        stream: TcpStream,
+        mut start: Start,
+    ) {
+        let handshake = acceptor.accept(Movable(Some(stream)));
+        let peer = start.peer;
+        let Some(mut stream) = start_step(
+            "no TLS handshake",
+            peer,
+            TLS_HANDSHAKE_TIMEOUT,
+            &mut start.stop,
+            handshake,
+        )
+        .await
+        else {
+            return;
+        };
+        let limit = header_timeout(self.header_read_timeout);
+        let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+        let Some((prefix, h2)) = self.first_request(&mut stream, h2, limit, &mut start).await
+        else {
+            return;
+        };
+        let socket = stream.get_mut().0.0.take().map(TcpStream::into_std);
+        let socket = match socket {
+            Some(Ok(socket)) => socket,
+            Some(Err(err)) => return debug!(%peer, %err, "cannot move the connection"),
+            None => return,
+        };
+        let Start {
+            main, stop, drain, ..
+        } = start;
+        main.spawn(async move {
+            match TcpStream::from_std(socket) {
+                Ok(socket) => stream.get_mut().0.0 = Some(socket),
+                Err(err) => return debug!(%peer, %err, "cannot take the connection"),
+            }
+            let visitor = Visitor {
+                peer,
+                scheme: Scheme::Https,
+            };
+            let stream = Rewind::new(prefix, stream);
+            self.serve(stream, visitor, h2, limit, stop, drain).await;
+        });
+    }
+
+    /// On the front: the connection's opening, within `limit`: HTTP/2's
+    /// preface (`h2`: the only thing it may send), else the first request
+    /// head, and what of its body the proxy would read ahead. The bytes
+    /// read, and whether the connection is HTTP/2; `None` once the
+    /// connection is over (failed, timed out, refused here).
+    async fn first_request<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        stream: &mut S,
+        h2: bool,
+        limit: Duration,
+        start: &mut Start,
+    ) -> Option<(Vec<u8>, bool)> {
+        let peer = start.peer;
+        if h2 {
+            let opening = read_opening(stream);
+            let (prefix, _) =
+                start_step("no HTTP/2 preface", peer, limit, &mut start.stop, opening).await?;
+            return Some((prefix, true));
+        }
+        let max = self.head_limits.max_head_bytes;
+        let head = read_first_head(stream, max);
+        let (mut prefix, h2) = start_step("no request", peer, limit, &mut start.stop, head).await?;
+        if h2 {
+            return Some((prefix, true));
+        }
+        let body = tokio::select! {
+            body = self.first_body(stream, &mut prefix) => body,
+            _ = start.stop.wait_for(|s| *s) => return None,
+        };
+        let refusal = match body {
+            FirstBody::Read => return Some((prefix, false)),
+            FirstBody::Gone => return None,
+            FirstBody::TooSlow => self.proxy.too_slow(),
+            FirstBody::Stalled(stall) => EdgeError::BodyStalled(stall.as_secs()),
+        };
+        debug!(%peer, "{}", refusal.message());
+        refuse(Rewind::new(prefix, stream), &refusal).await;
+        None
     }
 
     /// On the front, after the first head: of a body of declared length,
@@ -228,7 +299,11 @@ impl HttpServer {
     /// [`READ_AHEAD`]), under the least rate; a slow POST then costs the
     /// runtime serving requests nothing. `bytes` holds what was read so
     /// far.
-    async fn first_body(&self, stream: &mut TcpStream, bytes: &mut Vec<u8>) -> FirstBody {
+    async fn first_body<S: AsyncRead + Unpin>(
+        &self,
+        stream: &mut S,
+        bytes: &mut Vec<u8>,
+    ) -> FirstBody {
         let rules = self.proxy.body_rules();
         let Some(end) = read_ahead_end(bytes, self.head_limits.max_headers, rules.cap) else {
             return FirstBody::Read;
@@ -257,45 +332,6 @@ impl HttpServer {
             }
         }
         FirstBody::Read
-    }
-
-    async fn serve_tls(
-        self: Arc<Self>,
-        acceptor: TlsAcceptor,
-        stream: TcpStream,
-        peer: SocketAddr,
-        mut stop: watch::Receiver<bool>,
-        drain: DrainGuard,
-    ) {
-        let handshake = acceptor.accept(stream);
-        let Some(mut stream) = start_step(
-            "no TLS handshake",
-            peer,
-            TLS_HANDSHAKE_TIMEOUT,
-            &mut stop,
-            handshake,
-        )
-        .await
-        else {
-            return;
-        };
-        let visitor = Visitor {
-            peer,
-            scheme: Scheme::Https,
-        };
-        let limit = header_timeout(self.header_read_timeout);
-        if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
-            // HTTP/1.1: hyper's header timeout covers the first request.
-            return self.serve(stream, visitor, false, limit, stop, drain).await;
-        }
-        let opening = read_opening(&mut stream);
-        let Some((prefix, _)) =
-            start_step("no HTTP/2 preface", peer, limit, &mut stop, opening).await
-        else {
-            return;
-        };
-        let stream = Rewind::new(prefix, stream);
-        self.serve(stream, visitor, true, limit, stop, drain).await;
     }
 
     async fn serve<S>(
@@ -330,6 +366,70 @@ impl HttpServer {
         if let Err(err) = ended {
             debug!(%peer, %err, "visitor connection ended");
         }
+    }
+}
+
+/// A connection's particulars, as the front hands it on.
+struct Start {
+    peer: SocketAddr,
+    /// The runtime that serves the connection's requests.
+    main: tokio::runtime::Handle,
+    stop: watch::Receiver<bool>,
+    drain: DrainGuard,
+}
+
+/// A TCP stream under a TLS session that can move between runtimes: taken
+/// out (and off the front's reactor) and put back (on the serving
+/// runtime's), while the session, with whatever it has buffered, moves
+/// whole. Empty, it fails every read and write.
+struct Movable(Option<TcpStream>);
+
+impl Movable {
+    fn socket(&mut self) -> std::io::Result<Pin<&mut TcpStream>> {
+        match &mut self.0 {
+            Some(socket) => Ok(Pin::new(socket)),
+            None => Err(std::io::ErrorKind::NotConnected.into()),
+        }
+    }
+}
+
+impl AsyncRead for Movable {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        self.socket()?.poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Movable {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.socket()?.poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        self.socket()?.poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.socket()?.poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        self.socket()?.poll_shutdown(cx)
     }
 }
 

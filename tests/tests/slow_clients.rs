@@ -449,3 +449,92 @@ async fn h2_slow_post(edge: &TestEdge, name: &str) -> u16 {
         .expect("response");
     response.status().as_u16()
 }
+
+/// Slowloris over HTTPS: 200 visitors make their TLS handshake (HTTP/1.1),
+/// then trickle a request head a line every 300 ms; the edge closes each
+/// at its header timeout (1 s, at most a quarter more), while a visitor on
+/// a TLS connection that moved to the serving runtime after its first
+/// request goes on being served on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_slowloris_is_closed_by_the_header_timeout() {
+    let edge = TestEdge::with_limits(Limits {
+        header_read_timeout_secs: 1,
+        requests_per_second_per_ip: 0,
+        requests_per_second_per_preview: 0,
+        ..Default::default()
+    })
+    .await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let name = agent.preview(origin.port, None).await.name;
+    let host = format!("{name}.{DOMAIN}");
+    let config = std::sync::Arc::new(tls_client_config(&edge.ca(), &[b"http/1.1"]));
+    let https = edge.https;
+    let connect = move |config: std::sync::Arc<rustls::ClientConfig>, host: String| async move {
+        let tcp = TcpStream::connect(https).await.expect("tcp");
+        let server_name = rustls_pki_types::ServerName::try_from(host).expect("name");
+        tokio_rustls::TlsConnector::from(config)
+            .connect(server_name, tcp)
+            .await
+            .expect("tls")
+    };
+
+    // A visitor whose connection moved after its first request.
+    let mut kept = connect(config.clone(), host.clone()).await;
+    served(&mut kept, &host).await;
+
+    let slow: Vec<_> = (0..200)
+        .map(|_| {
+            let (config, host) = (config.clone(), host.clone());
+            tokio::spawn(async move {
+                let mut tls = connect(config, host.clone()).await;
+                let started = Instant::now();
+                let opening = format!("GET / HTTP/1.1\r\nHost: {host}\r\n");
+                let _ = tls.write_all(opening.as_bytes()).await;
+                let mut buf = [0u8; 1024];
+                loop {
+                    match tokio::time::timeout(Duration::from_millis(300), tls.read(&mut buf)).await
+                    {
+                        Ok(Ok(0) | Err(_)) => return started.elapsed(),
+                        Ok(Ok(_)) => {}
+                        Err(_) => {
+                            if tls.write_all(b"X-a: b\r\n").await.is_err() {
+                                return started.elapsed();
+                            }
+                        }
+                    }
+                    if started.elapsed() > Duration::from_secs(10) {
+                        return started.elapsed();
+                    }
+                }
+            })
+        })
+        .collect();
+    // Meanwhile, and on the same connection as before.
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        served(&mut kept, &host).await;
+    }
+    let mut slowest = Duration::ZERO;
+    for task in slow {
+        slowest = slowest.max(task.await.expect("slow visitor"));
+    }
+    eprintln!("the slowest HTTPS slowloris connection was closed after {slowest:?}");
+    assert!(
+        slowest >= Duration::from_millis(900) && slowest < Duration::from_millis(2500),
+        "{slowest:?}"
+    );
+}
+
+/// Sends a GET for /hello on `tls` and reads its answer.
+async fn served<S: AsyncReadExt + AsyncWriteExt + Unpin>(tls: &mut S, host: &str) {
+    let get = format!("GET /hello HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    tls.write_all(get.as_bytes()).await.expect("write");
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !answer.ends_with(b"hello from origin\n") {
+        let n = tls.read(&mut buf).await.expect("read");
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&answer));
+        answer.extend_from_slice(&buf[..n]);
+    }
+}
