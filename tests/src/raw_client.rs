@@ -55,8 +55,19 @@ pub async fn exchange(addr: SocketAddr, bytes: &[u8]) -> Exchange {
 /// A TLS connection to `addr` for `host` (the server name sent), offering
 /// HTTP/1.1 only.
 pub async fn tls_h1(addr: SocketAddr, ca: &Path, host: &str) -> TlsStream<TcpStream> {
+    tls_to(addr, ca, host, &[b"http/1.1"]).await
+}
+
+/// A TLS connection to `addr` for `host` (the server name sent), offering
+/// the `alpn` protocols.
+pub async fn tls_to(
+    addr: SocketAddr,
+    ca: &Path,
+    host: &str,
+    alpn: &[&[u8]],
+) -> TlsStream<TcpStream> {
     let tcp = TcpStream::connect(addr).await.expect("tcp");
-    let config = tls_client_config(ca, &[b"http/1.1"]);
+    let config = tls_client_config(ca, alpn);
     let name = rustls_pki_types::ServerName::try_from(host.to_owned()).expect("name");
     tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(name, tcp)

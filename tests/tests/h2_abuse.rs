@@ -1,6 +1,5 @@
 //! HTTP/2 abuse at the edge, with frames written by hand.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use calvin_tests::*;
@@ -26,13 +25,7 @@ fn get_block(authority: &str) -> Vec<u8> {
 }
 
 async fn h2_conn(edge: &TestEdge, host: &str) -> TlsStream<TcpStream> {
-    let tcp = TcpStream::connect(edge.https).await.expect("tcp");
-    let config = tls_client_config(&edge.ca(), &[b"h2"]);
-    let name = rustls_pki_types::ServerName::try_from(host.to_owned()).expect("name");
-    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .expect("tls");
+    let mut tls = tls_to(edge.https, &edge.ca(), host, &[b"h2"]).await;
     tls.write_all(PREFACE).await.expect("preface");
     tls.write_all(&frame(4, 0, 0, &[])).await.expect("settings");
     tls
@@ -182,13 +175,7 @@ async fn flood(edge: &TestEdge, host: &str, bytes: Vec<u8>) -> Answer {
 async fn latencies(edge: &TestEdge, url: &str, n: usize) -> Vec<Duration> {
     let host = url.trim_start_matches("https://");
     let host = host.split(':').next().unwrap_or_default().to_owned();
-    let tcp = TcpStream::connect(edge.https).await.expect("tcp");
-    let config = tls_client_config(&edge.ca(), &[b"h2"]);
-    let name = rustls_pki_types::ServerName::try_from(host).expect("name");
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(name, tcp)
-        .await
-        .expect("tls");
+    let tls = tls_to(edge.https, &edge.ca(), &host, &[b"h2"]).await;
     let (mut sender, conn) = hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
         hyper_util::rt::TokioIo::new(tls),

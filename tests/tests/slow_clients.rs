@@ -10,6 +10,28 @@ use calvin_tests::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+/// An edge with `limits`, an agent of alice's on it, and a preview of an
+/// origin (named `name`).
+struct Setup {
+    edge: TestEdge,
+    agent: TestAgent,
+    origin: Origin,
+    name: String,
+}
+
+async fn preview_with(limits: Limits) -> Setup {
+    let edge = TestEdge::with_limits(limits).await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let name = agent.preview(origin.port, None).await.name;
+    Setup {
+        edge,
+        agent,
+        origin,
+        name,
+    }
+}
+
 /// Latencies of `n` GETs over one keep-alive HTTP/1.1 connection, sorted.
 async fn latencies(edge: &TestEdge, host: &str, n: usize) -> Vec<Duration> {
     let tcp = TcpStream::connect(edge.http).await.expect("tcp");
@@ -73,7 +95,12 @@ async fn trickle(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slowloris_and_slow_posts_are_closed_while_others_go_on() {
-    let edge = TestEdge::with_limits(Limits {
+    let Setup {
+        edge,
+        agent: _agent,
+        origin: _origin,
+        name,
+    } = preview_with(Limits {
         header_read_timeout_secs: 2,
         min_request_body_bytes: 1000,
         request_body_rate_window_secs: 2,
@@ -82,10 +109,7 @@ async fn slowloris_and_slow_posts_are_closed_while_others_go_on() {
         ..Default::default()
     })
     .await;
-    let agent = TestAgent::start(&edge, "alice").await;
-    let origin = Origin::start().await;
-    let created = agent.preview(origin.port, None).await;
-    let host = format!("{}.{DOMAIN}", created.name);
+    let host = format!("{name}.{DOMAIN}");
 
     let quiet = latencies(&edge, &host, 300).await;
 
@@ -146,16 +170,18 @@ async fn slowloris_and_slow_posts_are_closed_while_others_go_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_at_a_fair_rate_passes_and_a_trickle_gets_408() {
-    let edge = TestEdge::with_limits(Limits {
+    let Setup {
+        edge,
+        agent: _agent,
+        origin: _origin,
+        name,
+    } = preview_with(Limits {
         min_request_body_bytes: 1000,
         request_body_rate_window_secs: 1,
         ..Default::default()
     })
     .await;
-    let agent = TestAgent::start(&edge, "alice").await;
-    let origin = Origin::start().await;
-    let created = agent.preview(origin.port, None).await;
-    let host = format!("{}.{DOMAIN}", created.name);
+    let host = format!("{name}.{DOMAIN}");
 
     // 3 s at 4,000 bytes a second: served whole.
     let mut tcp = TcpStream::connect(edge.http).await.expect("tcp");
@@ -272,7 +298,12 @@ async fn the_accept_loop_lives_through_running_out_of_descriptors() {
 /// as a full-duplex stream must, and is still cut by the least rate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_post_of_declared_length_never_reaches_the_origin() {
-    let edge = TestEdge::with_limits(Limits {
+    let Setup {
+        edge,
+        agent: _agent,
+        origin,
+        name,
+    } = preview_with(Limits {
         min_request_body_bytes: 1000,
         request_body_rate_window_secs: 1,
         requests_per_second_per_ip: 0,
@@ -280,9 +311,6 @@ async fn a_slow_post_of_declared_length_never_reaches_the_origin() {
         ..Default::default()
     })
     .await;
-    let agent = TestAgent::start(&edge, "alice").await;
-    let origin = Origin::start().await;
-    let name = agent.preview(origin.port, None).await.name;
     let (http, https) = (edge.http_url(&name), edge.url(&name));
     let dir = tempfile::tempdir().expect("tempdir");
     let body = dir.path().join("body");
@@ -361,7 +389,12 @@ async fn a_slow_post_of_declared_length_never_reaches_the_origin() {
 /// first request (the front) and on a later one (the proxy).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_edge_reads_64_kib_ahead_and_no_more() {
-    let edge = TestEdge::with_limits(Limits {
+    let Setup {
+        edge,
+        agent: _agent,
+        origin,
+        name,
+    } = preview_with(Limits {
         min_request_body_bytes: 1,
         request_body_rate_window_secs: 30,
         requests_per_second_per_ip: 0,
@@ -369,9 +402,6 @@ async fn the_edge_reads_64_kib_ahead_and_no_more() {
         ..Default::default()
     })
     .await;
-    let agent = TestAgent::start(&edge, "alice").await;
-    let origin = Origin::start().await;
-    let name = agent.preview(origin.port, None).await.name;
     let host = format!("{name}.{DOMAIN}");
     for later in [false, true] {
         for (length, sent, reaches) in [(65_536usize, 65_535usize, false), (65_537, 65_536, true)] {
@@ -419,14 +449,8 @@ async fn the_edge_reads_64_kib_ahead_and_no_more() {
 /// POSTs to `name` over HTTP/2 a body declared 100,000 bytes long, one
 /// byte every 500 ms; the answer's status.
 async fn h2_slow_post(edge: &TestEdge, name: &str) -> u16 {
-    let tcp = TcpStream::connect(edge.https).await.expect("tcp");
-    let config = tls_client_config(&edge.ca(), &[b"h2"]);
     let host = format!("{name}.{DOMAIN}");
-    let server_name = rustls_pki_types::ServerName::try_from(host.clone()).expect("name");
-    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
-        .connect(server_name, tcp)
-        .await
-        .expect("tls");
+    let tls = tls_to(edge.https, &edge.ca(), &host, &[b"h2"]).await;
     let (mut sender, conn) = hyper::client::conn::http2::handshake(
         hyper_util::rt::TokioExecutor::new(),
         hyper_util::rt::TokioIo::new(tls),
@@ -457,37 +481,29 @@ async fn h2_slow_post(edge: &TestEdge, name: &str) -> u16 {
 /// request goes on being served on it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_slowloris_is_closed_by_the_header_timeout() {
-    let edge = TestEdge::with_limits(Limits {
+    let Setup {
+        edge,
+        agent: _agent,
+        origin: _origin,
+        name,
+    } = preview_with(Limits {
         header_read_timeout_secs: 1,
         requests_per_second_per_ip: 0,
         requests_per_second_per_preview: 0,
         ..Default::default()
     })
     .await;
-    let agent = TestAgent::start(&edge, "alice").await;
-    let origin = Origin::start().await;
-    let name = agent.preview(origin.port, None).await.name;
     let host = format!("{name}.{DOMAIN}");
-    let config = std::sync::Arc::new(tls_client_config(&edge.ca(), &[b"http/1.1"]));
-    let https = edge.https;
-    let connect = move |config: std::sync::Arc<rustls::ClientConfig>, host: String| async move {
-        let tcp = TcpStream::connect(https).await.expect("tcp");
-        let server_name = rustls_pki_types::ServerName::try_from(host).expect("name");
-        tokio_rustls::TlsConnector::from(config)
-            .connect(server_name, tcp)
-            .await
-            .expect("tls")
-    };
-
+    let (https, ca) = (edge.https, edge.ca());
     // A visitor whose connection moved after its first request.
-    let mut kept = connect(config.clone(), host.clone()).await;
+    let mut kept = tls_h1(https, &ca, &host).await;
     served(&mut kept, &host).await;
 
     let slow: Vec<_> = (0..200)
         .map(|_| {
-            let (config, host) = (config.clone(), host.clone());
+            let (ca, host) = (ca.clone(), host.clone());
             tokio::spawn(async move {
-                let mut tls = connect(config, host.clone()).await;
+                let mut tls = tls_h1(https, &ca, &host).await;
                 let started = Instant::now();
                 let opening = format!("GET / HTTP/1.1\r\nHost: {host}\r\n");
                 let _ = tls.write_all(opening.as_bytes()).await;
