@@ -20,7 +20,7 @@ use crate::h1_framing::FramingGate;
 use crate::health::{self, Health};
 use crate::host::{self, HostError, Target};
 use crate::rates::Rates;
-use crate::request_body::{BodyOutcome, MinRate, RequestBody};
+use crate::request_body::{BodyOutcome, BodyWatch, MinRate, RequestBody};
 use crate::route_table::{Lookup, RouteTable};
 use crate::tunnel_stream::TunnelStream;
 use crate::upstream::{RETRY_EVERY, ResponseBody, SendFailed, Upstream, UpstreamError, Waiting};
@@ -223,6 +223,29 @@ impl Proxy {
         EdgeError::BodyTooSlow(rate.bytes, rate.window.as_secs())
     }
 
+    /// Reads [`READ_AHEAD`] of `body` (or all of it) under the least rate;
+    /// what to answer instead when it fails or is too slow.
+    async fn read_ahead(&self, body: &mut RequestBody, watch: &mut BodyWatch) -> Option<EdgeError> {
+        let limit = self.waits.response;
+        let read = body.read_ahead(READ_AHEAD);
+        tokio::pin!(read);
+        let read = tokio::select! {
+            read = &mut read => read,
+            outcome = watch.ended_or_stalled(limit, self.limits.min_body_rate) => match outcome {
+                BodyOutcome::Ended => read.await,
+                BodyOutcome::Stalled => return Some(EdgeError::BodyStalled(limit.as_secs())),
+                BodyOutcome::TooSlow => return Some(self.too_slow()),
+            },
+        };
+        match read {
+            Ok(()) => None,
+            Err(_) if watch.too_large() => Some(EdgeError::BodyTooLarge(
+                self.limits.max_body_bytes.unwrap_or_default(),
+            )),
+            Err(_) => Some(EdgeError::BadRequestBody),
+        }
+    }
+
     async fn forward(
         &self,
         mut req: Request<Incoming>,
@@ -277,35 +300,12 @@ impl Proxy {
             && !body.is_end_stream()
             && upgrade.is_none()
             && !parts.headers.contains_key(header::EXPECT)
+            && let Some(refused) = self.read_ahead(&mut body, &mut body_watch).await
         {
-            let refused = {
-                let read = body.read_ahead(READ_AHEAD);
-                tokio::pin!(read);
-                let read = tokio::select! {
-                    read = &mut read => Ok(read),
-                    outcome = body_watch.ended_or_stalled(limit, self.limits.min_body_rate) => {
-                        match outcome {
-                            BodyOutcome::Ended => Ok(read.await),
-                            BodyOutcome::Stalled => Err(EdgeError::BodyStalled(limit.as_secs())),
-                            BodyOutcome::TooSlow => Err(self.too_slow()),
-                        }
-                    }
-                };
-                match read {
-                    Ok(Ok(())) => None,
-                    Ok(Err(_)) if body_watch.too_large() => Some(EdgeError::BodyTooLarge(
-                        self.limits.max_body_bytes.unwrap_or_default(),
-                    )),
-                    Ok(Err(_)) => Some(EdgeError::BadRequestBody),
-                    Err(refused) => Some(refused),
-                }
-            };
-            if let Some(refused) = refused {
-                if parts.version == Version::HTTP_2 {
-                    linger(body);
-                }
-                return Err(refused);
+            if parts.version == Version::HTTP_2 {
+                linger(body);
             }
+            return Err(refused);
         }
         if !body.is_end_stream() && body.size_hint().exact().is_none() {
             // hyper sends no body for a GET of unknown length unless the
