@@ -111,7 +111,15 @@ impl DevArgs {
             dns: None,
             plain_http: PlainHttp::Serve,
             accounts: vec![(DEV_ACCOUNT.to_owned(), state.token.clone())],
-            limits: Limits::default(),
+            // A dev edge serves this machine: every visitor is its own
+            // user, from one address, and the internet's request rates
+            // would throttle their browser and their test runs (and the
+            // benchmarks' load) with 429s.
+            limits: Limits {
+                requests_per_second_per_ip: 0,
+                requests_per_second_per_preview: 0,
+                ..Limits::default()
+            },
             reset_key: state.reset_key,
         };
         Ok((settings, state))

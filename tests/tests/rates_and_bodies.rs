@@ -127,6 +127,46 @@ async fn requests_past_the_rate_of_an_address_get_429_with_retry_after() {
     );
 }
 
+/// `calvin-edge dev` serves this machine only: its one visitor address
+/// is its own user, so it does not limit request rates. 2,000 GETs on a
+/// keep-alive connection, twice the default burst per address and per
+/// preview, are all served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dev_edge_does_not_limit_its_own_machine() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let edge_dir = state.path().join("edge");
+    let any = "127.0.0.1:0";
+    let edge = EdgeProcess::start(&edge_dir, any, any, any).await;
+    let socket = state.path().join("agent.sock");
+    let _agent = agent_up(&edge_dir, edge.quic, &socket).await;
+    let origin = Origin::start().await;
+    let name = preview_when_connected(&socket, origin.port).await.name;
+    let tcp = tokio::net::TcpStream::connect(edge.http)
+        .await
+        .expect("tcp");
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+            .await
+            .expect("h1");
+    tokio::spawn(conn);
+    let started = Instant::now();
+    let mut statuses = std::collections::BTreeMap::new();
+    for _ in 0..2000 {
+        let req = http::Request::get("/hello")
+            .header(http::header::HOST, format!("{name}.{DOMAIN}"))
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .expect("request");
+        sender.ready().await.expect("connection ready");
+        let response = sender.send_request(req).await.expect("response");
+        *statuses.entry(response.status().as_u16()).or_insert(0) += 1;
+        http_body_util::BodyExt::collect(response.into_body())
+            .await
+            .expect("body");
+    }
+    eprintln!("2,000 GETs in {:?}: {statuses:?}", started.elapsed());
+    assert_eq!(statuses, [(200, 2000)].into());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_past_the_rate_of_a_preview_get_429_with_retry_after() {
     let edge = TestEdge::with_limits(Limits {
