@@ -354,9 +354,10 @@ impl Upstream {
             .link
             .wait_on()
             .map_err(|error| SendFailed { error, again: None })?;
+        let expect = Expect::of(req.method()) as u8;
         let mut unsent = Some(req);
         let answered = tokio::select! {
-            answered = self.send_watched(&mut unsent, client) => answered,
+            answered = self.send_watched(&mut unsent, expect, client) => answered,
             () = waiting.gone() => Err(UpstreamError::AgentOffline),
         };
         match answered {
@@ -371,16 +372,15 @@ impl Upstream {
         }
     }
 
-    /// Sends the request in `unsent`, which it leaves there until the
-    /// request is handed to a connection.
+    /// Sends the request in `unsent` (expecting an answer of the `expect`
+    /// kind), which it leaves there until the request is handed to a
+    /// connection.
     async fn send_watched(
         self: &Arc<Self>,
         unsent: &mut Option<Request<RequestBody>>,
+        expect: u8,
         client: SocketAddr,
     ) -> Result<Response<Incoming>, UpstreamError> {
-        let Some(expect) = unsent.as_ref().map(|req| Expect::of(req.method()) as u8) else {
-            return Err(UpstreamError::Tunnel("no request to send".into()));
-        };
         while let Some(mut conn) = self.take_idle() {
             let Some(req) = unsent.take() else { break };
             conn.expect.store(expect, Ordering::Release);

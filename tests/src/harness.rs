@@ -10,6 +10,8 @@ use calvin_agent::api::{PreviewCreated, PreviewList};
 use calvin_agent::control_client::{Answer, ControlClient};
 use calvin_agent::{Agent, EdgeAddress, control_api};
 use calvin_edge::{Certificates, Edge, Limits, Listen, PlainHttp, Settings};
+
+use crate::Origin;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
@@ -571,6 +573,45 @@ pub async fn preview_when_connected(socket: &Path, port: u16) -> PreviewCreated 
     })
     .await
     .expect("the agent connects and previews")
+}
+
+/// `calvin-edge dev` and `calvin-agent up` as processes, on any loopback
+/// ports, with an origin previewed through them.
+pub struct DevPreview {
+    pub edge: EdgeProcess,
+    pub agent: Process,
+    pub origin: Origin,
+    pub created: PreviewCreated,
+    /// The edge's state folder, and its CA.
+    pub edge_dir: PathBuf,
+    pub ca: PathBuf,
+    /// The agent's control socket.
+    pub socket: PathBuf,
+    /// Holds both folders; dropped last.
+    pub state: tempfile::TempDir,
+}
+
+impl DevPreview {
+    pub async fn start() -> DevPreview {
+        let state = tempfile::tempdir().expect("tempdir");
+        let edge_dir = state.path().join("edge");
+        let any = "127.0.0.1:0";
+        let edge = EdgeProcess::start(&edge_dir, any, any, any).await;
+        let socket = state.path().join("agent.sock");
+        let agent = agent_up(&edge_dir, edge.quic, &socket).await;
+        let origin = Origin::start().await;
+        let created = preview_when_connected(&socket, origin.port).await;
+        DevPreview {
+            edge,
+            agent,
+            origin,
+            created,
+            ca: edge_dir.join("ca.pem"),
+            edge_dir,
+            socket,
+            state,
+        }
+    }
 }
 
 /// Polls `done` every 100 ms until it holds or `limit` passes.

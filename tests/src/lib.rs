@@ -15,5 +15,5 @@ pub mod serve_edge;
 
 pub use harness::*;
 pub use origin::{Origin, pattern_bytes, sha256_hex};
-pub use raw_client::{Exchange, exchange, read_all, tls_h1, tls_to};
+pub use raw_client::{Exchange, exchange, h2_client, read_all, tls_h1, tls_to};
 pub use raw_origin::RawOrigin;

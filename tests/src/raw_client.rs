@@ -74,3 +74,26 @@ pub async fn tls_to(
         .await
         .expect("tls")
 }
+
+/// An HTTP/2 client over TLS to `addr` for `host`, its connection driven
+/// in the background.
+pub async fn h2_client<B>(
+    addr: SocketAddr,
+    ca: &Path,
+    host: &str,
+) -> hyper::client::conn::http2::SendRequest<B>
+where
+    B: hyper::body::Body + Unpin + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let tls = tls_to(addr, ca, host, &[b"h2"]).await;
+    let (sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tls),
+    )
+    .await
+    .expect("h2 handshake");
+    tokio::spawn(conn);
+    sender
+}

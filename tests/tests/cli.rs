@@ -252,37 +252,28 @@ async fn dev_edge_reuses_its_state_and_names_the_flag_of_a_taken_port() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_in_flight_requests_finish_then_exits() {
-    let state = tempfile::tempdir().expect("tempdir");
-    let edge_dir = state.path().join("edge");
-    let any = "127.0.0.1:0";
-    let edge = EdgeProcess::start(&edge_dir, any, any, any).await;
-    let socket = state.path().join("agent.sock");
-    let _up = agent_up(&edge_dir, edge.quic, &socket).await;
-    let origin = Origin::start().await;
-    let created = preview_when_connected(&socket, origin.port).await;
-
-    let ca = edge_dir.join("ca.pem");
-    let slow_url = format!("{}/slow?ms=2000", created.url);
+    let mut dev = DevPreview::start().await;
+    let ca = dev.ca.clone();
+    let slow_url = format!("{}/slow?ms=2000", dev.created.url);
     let in_flight = tokio::spawn({
         let ca = ca.clone();
         async move { curl(&ca, &[&slow_url]).await }
     });
     // The request is in flight once the origin has its connection (the
     // first one was the preview's probe).
-    let accepted = origin.accepted.clone();
+    let accepted = dev.origin.accepted.clone();
     eventually(Duration::from_secs(5), || {
         let accepted = accepted.clone();
         async move { (accepted.load(std::sync::atomic::Ordering::SeqCst) >= 2).then_some(()) }
     })
     .await
     .expect("the slow request reaches the origin");
-    let mut edge = edge;
     let signalled = Instant::now();
-    edge.process.signal("TERM").await;
+    dev.edge.process.signal("TERM").await;
 
     // New visitors are turned away while the request in flight finishes.
     let refused = eventually(Duration::from_secs(1), || {
-        let (ca, url) = (ca.clone(), created.url.clone());
+        let (ca, url) = (ca.clone(), dev.created.url.clone());
         async move { (curl(&ca, &["--max-time", "1", &url]).await.status == 0).then_some(()) }
     })
     .await;
@@ -294,7 +285,7 @@ async fn sigterm_lets_in_flight_requests_finish_then_exits() {
     let out = in_flight.await.expect("curl task");
     assert_eq!(out.status, 200, "{out:?}");
     assert_eq!(out.text(), "slow\n");
-    let status = tokio::time::timeout(Duration::from_secs(10), edge.process.child.wait())
+    let status = tokio::time::timeout(Duration::from_secs(10), dev.edge.process.child.wait())
         .await
         .expect("edge exits after draining")
         .expect("status");

@@ -158,16 +158,9 @@ async fn a_request_the_origin_got_is_never_sent_again() {
 /// arrived first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silently_dead_agent_is_waited_for_by_what_had_not_left() {
-    let state = tempfile::tempdir().expect("tempdir");
-    let edge_dir = state.path().join("edge");
-    let any = "127.0.0.1:0";
-    let edge = EdgeProcess::start(&edge_dir, any, any, any).await;
-    let socket = state.path().join("agent.sock");
-    let agent = agent_up(&edge_dir, edge.quic, &socket).await;
-    let origin = Origin::start().await;
-    let url = preview_when_connected(&socket, origin.port).await.url;
-    let ca = edge_dir.join("ca.pem");
-    let hello = format!("{url}/hello");
+    let dev = DevPreview::start().await;
+    let (agent, socket, ca) = (&dev.agent, &dev.socket, &dev.ca);
+    let hello = format!("{}/hello", dev.created.url);
     let mut origins = Vec::new();
 
     for case in ["GET handed over", "POST not passed on"] {
@@ -175,14 +168,14 @@ async fn a_silently_dead_agent_is_waited_for_by_what_had_not_left() {
             // A request before leaves an idle connection to the origin,
             // which the next takes: the edge hands it to the agent at once.
             "GET handed over" => {
-                assert_eq!(curl(&ca, &[&hello]).await.status, 200);
+                assert_eq!(curl(ca, &[&hello]).await.status, 200);
                 (vec![hello.clone()], None)
             }
             // A preview not used yet: the edge must first ask the agent for
             // a connection to the origin.
             _ => {
                 let other = Origin::start().await;
-                let fresh = preview_when_connected(&socket, other.port).await.url;
+                let fresh = preview_when_connected(socket, other.port).await.url;
                 origins.push(other);
                 let echo = format!("{fresh}/echo");
                 (
@@ -210,7 +203,7 @@ async fn a_silently_dead_agent_is_waited_for_by_what_had_not_left() {
         }
         // The agent is back (it reconnects once it wakes).
         eventually(Duration::from_secs(10), || async {
-            (curl(&ca, &[&hello]).await.status == 200).then_some(())
+            (curl(ca, &[&hello]).await.status == 200).then_some(())
         })
         .await
         .expect("the agent is back");

@@ -228,17 +228,10 @@ async fn idle_connections_stay_within_the_agents_budget() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_agent_reads_offline_within_2_s() {
-    let state = tempfile::tempdir().expect("tempdir");
-    let edge_dir = state.path().join("edge");
-    let any = "127.0.0.1:0";
-    let edge = EdgeProcess::start(&edge_dir, any, any, any).await;
-    let socket = state.path().join("agent.sock");
-    let agent = agent_up(&edge_dir, edge.quic, &socket).await;
-    let origin = Origin::start().await;
-    let created = preview_when_connected(&socket, origin.port).await;
-    let ca = edge_dir.join("ca.pem");
+    let dev = DevPreview::start().await;
+    let (agent, created, ca) = (&dev.agent, &dev.created, &dev.ca);
     assert_eq!(
-        curl(&ca, &[&format!("{}/hello", created.url)]).await.status,
+        curl(ca, &[&format!("{}/hello", created.url)]).await.status,
         200
     );
 
@@ -257,11 +250,7 @@ async fn a_killed_agent_reads_offline_within_2_s() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     agent.signal("KILL").await;
     let killed = Instant::now();
-    let out = curl(
-        &ca,
-        &["--max-time", "30", &format!("{}/hello", created.url)],
-    )
-    .await;
+    let out = curl(ca, &["--max-time", "30", &format!("{}/hello", created.url)]).await;
     assert_eq!(out.status, 502, "{out:?}");
     assert_eq!(
         out.header("x-calvin-error"),
@@ -283,7 +272,7 @@ async fn a_killed_agent_reads_offline_within_2_s() {
         "a request waiting at the kill: {:?}",
         answered.duration_since(killed)
     );
-    let out = curl(&ca, &[&created.url]).await;
+    let out = curl(ca, &[&created.url]).await;
     assert_eq!(out.header("x-calvin-error"), Some("agent-offline"));
 }
 

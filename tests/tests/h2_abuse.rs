@@ -175,14 +175,7 @@ async fn flood(edge: &TestEdge, host: &str, bytes: Vec<u8>) -> Answer {
 async fn latencies(edge: &TestEdge, url: &str, n: usize) -> Vec<Duration> {
     let host = url.trim_start_matches("https://");
     let host = host.split(':').next().unwrap_or_default().to_owned();
-    let tls = tls_to(edge.https, &edge.ca(), &host, &[b"h2"]).await;
-    let (mut sender, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tls),
-    )
-    .await
-    .expect("h2");
-    tokio::spawn(conn);
+    let mut sender = h2_client(edge.https, &edge.ca(), &host).await;
     let mut all = Vec::new();
     for _ in 0..n {
         let req = http::Request::get(format!("{url}/hello"))

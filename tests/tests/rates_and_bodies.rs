@@ -133,15 +133,9 @@ async fn requests_past_the_rate_of_an_address_get_429_with_retry_after() {
 /// preview, are all served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dev_edge_does_not_limit_its_own_machine() {
-    let state = tempfile::tempdir().expect("tempdir");
-    let edge_dir = state.path().join("edge");
-    let any = "127.0.0.1:0";
-    let edge = EdgeProcess::start(&edge_dir, any, any, any).await;
-    let socket = state.path().join("agent.sock");
-    let _agent = agent_up(&edge_dir, edge.quic, &socket).await;
-    let origin = Origin::start().await;
-    let name = preview_when_connected(&socket, origin.port).await.name;
-    let tcp = tokio::net::TcpStream::connect(edge.http)
+    let dev = DevPreview::start().await;
+    let name = &dev.created.name;
+    let tcp = tokio::net::TcpStream::connect(dev.edge.http)
         .await
         .expect("tcp");
     let (mut sender, conn) =

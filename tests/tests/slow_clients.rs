@@ -450,14 +450,7 @@ async fn the_edge_reads_64_kib_ahead_and_no_more() {
 /// byte every 500 ms; the answer's status.
 async fn h2_slow_post(edge: &TestEdge, name: &str) -> u16 {
     let host = format!("{name}.{DOMAIN}");
-    let tls = tls_to(edge.https, &edge.ca(), &host, &[b"h2"]).await;
-    let (mut sender, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tls),
-    )
-    .await
-    .expect("h2");
-    tokio::spawn(conn);
+    let mut sender = h2_client(edge.https, &edge.ca(), &host).await;
     let trickle = futures_util::stream::unfold((), |()| async {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let frame = hyper::body::Frame::data(bytes::Bytes::from_static(b"a"));

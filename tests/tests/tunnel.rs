@@ -718,21 +718,7 @@ async fn each_request_is_routed_by_its_own_host() {
     let quiet_text = format!("preview quiet: nothing is listening on port {port}\n");
 
     // One HTTP/2 connection, opened for the first name.
-    let tcp = tokio::net::TcpStream::connect(edge.https)
-        .await
-        .expect("tcp");
-    let connector =
-        tokio_rustls::TlsConnector::from(Arc::new(tls_client_config(&edge.ca(), &[b"h2"])));
-    let server_name =
-        rustls_pki_types::ServerName::try_from(format!("live.{DOMAIN}")).expect("name");
-    let tls = connector.connect(server_name, tcp).await.expect("tls");
-    let (mut h2, conn) = hyper::client::conn::http2::handshake(
-        hyper_util::rt::TokioExecutor::new(),
-        hyper_util::rt::TokioIo::new(tls),
-    )
-    .await
-    .expect("h2 handshake");
-    tokio::spawn(conn);
+    let mut h2 = h2_client(edge.https, &edge.ca(), &format!("live.{DOMAIN}")).await;
     for _ in 0..2 {
         assert_eq!(
             get_text(&mut h2, &live, "/hello", true).await,
