@@ -173,11 +173,13 @@ impl HttpServer {
     /// connection to the serving runtime.
     async fn start_plain(self: Arc<Self>, mut stream: TcpStream, mut start: Start) {
         let limit = header_timeout(self.header_read_timeout);
-        let Some((prefix, h2)) = self
+        let (prefix, h2) = match self
             .first_request(&mut stream, false, limit, &mut start)
             .await
-        else {
-            return;
+        {
+            Ok(opened) => opened,
+            Err(Unstarted::TimedOut) => return reset(&stream),
+            Err(Unstarted::Over) => return,
         };
         let stream = match stream.into_std() {
             Ok(stream) => stream,
@@ -212,24 +214,37 @@ impl HttpServer {
         stream: TcpStream,
         mut start: Start,
     ) {
-        let handshake = acceptor.accept(Movable(Some(stream)));
+        let mut handshake = acceptor.accept(Movable(Some(stream)));
         let peer = start.peer;
-        let Some(mut stream) = start_step(
+        let handshaken = start_step(
             "no TLS handshake",
             peer,
             TLS_HANDSHAKE_TIMEOUT,
             &mut start.stop,
-            handshake,
+            &mut handshake,
         )
-        .await
-        else {
-            return;
+        .await;
+        let mut stream = match handshaken {
+            Ok(stream) => stream,
+            Err(Unstarted::TimedOut) => {
+                if let Some(Movable(Some(socket))) = handshake.get_mut() {
+                    reset(socket);
+                }
+                return;
+            }
+            Err(Unstarted::Over) => return,
         };
         let limit = header_timeout(self.header_read_timeout);
         let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-        let Some((prefix, h2)) = self.first_request(&mut stream, h2, limit, &mut start).await
-        else {
-            return;
+        let (prefix, h2) = match self.first_request(&mut stream, h2, limit, &mut start).await {
+            Ok(opened) => opened,
+            Err(Unstarted::TimedOut) => {
+                if let Movable(Some(socket)) = stream.get_ref().0 {
+                    reset(socket);
+                }
+                return;
+            }
+            Err(Unstarted::Over) => return,
         };
         let socket = stream.get_mut().0.0.take().map(TcpStream::into_std);
         let socket = match socket {
@@ -257,41 +272,41 @@ impl HttpServer {
     /// On the front: the connection's opening, within `limit`: HTTP/2's
     /// preface (`h2`: the only thing it may send), else the first request
     /// head, and what of its body the proxy would read ahead. The bytes
-    /// read, and whether the connection is HTTP/2; `None` once the
-    /// connection is over (failed, timed out, refused here).
+    /// read, and whether the connection is HTTP/2; else how it ended
+    /// (a refusal here is answered, and `Over`).
     async fn first_request<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
         stream: &mut S,
         h2: bool,
         limit: Duration,
         start: &mut Start,
-    ) -> Option<(Vec<u8>, bool)> {
+    ) -> Result<(Vec<u8>, bool), Unstarted> {
         let peer = start.peer;
         if h2 {
             let opening = read_opening(stream);
             let (prefix, _) =
                 start_step("no HTTP/2 preface", peer, limit, &mut start.stop, opening).await?;
-            return Some((prefix, true));
+            return Ok((prefix, true));
         }
         let max = self.head_limits.max_head_bytes;
         let head = read_first_head(stream, max);
         let (mut prefix, h2) = start_step("no request", peer, limit, &mut start.stop, head).await?;
         if h2 {
-            return Some((prefix, true));
+            return Ok((prefix, true));
         }
         let body = tokio::select! {
             body = self.first_body(stream, &mut prefix) => body,
-            _ = start.stop.wait_for(|s| *s) => return None,
+            _ = start.stop.wait_for(|s| *s) => return Err(Unstarted::Over),
         };
         let refusal = match body {
-            FirstBody::Read => return Some((prefix, false)),
-            FirstBody::Gone => return None,
+            FirstBody::Read => return Ok((prefix, false)),
+            FirstBody::Gone => return Err(Unstarted::Over),
             FirstBody::TooSlow => self.proxy.too_slow(),
             FirstBody::Stalled(stall) => EdgeError::BodyStalled(stall.as_secs()),
         };
         debug!(%peer, "{}", refusal.message());
         refuse(Rewind::new(prefix, stream), &refusal).await;
-        None
+        Err(Unstarted::Over)
     }
 
     /// On the front, after the first head: of a body of declared length,
@@ -564,29 +579,48 @@ fn head_ends(bytes: &[u8]) -> bool {
     bytes.windows(4).any(|w| w == b"\r\n\r\n") || bytes.windows(2).any(|w| w == b"\n\n")
 }
 
+/// How a connection's start ended without its first request.
+enum Unstarted {
+    /// It failed or closed, was refused, or the edge is stopping.
+    Over,
+    /// It took longer than its limit: to be [`reset`].
+    TimedOut,
+}
+
+/// Drops a connection that timed out before its first request with a reset
+/// (`SO_LINGER` 0) instead of a FIN. A FIN leaves the edge's socket in
+/// FIN_WAIT and then TIME_WAIT, a minute each on Linux, for a peer that
+/// sent nothing worth the wait: a slowloris attacker reconnecting at once
+/// would keep tens of thousands of them (and their retransmitted FINs) on
+/// the edge. nginx's `reset_timedout_connection` and HAProxy's `nolinger`
+/// do the same.
+fn reset(socket: &TcpStream) {
+    let _ = socket.set_zero_linger();
+}
+
 /// One step of a connection's start (TLS handshake, opening bytes): its
-/// result, or `None` (logged as `what` and why) when it fails, takes longer
-/// than `limit`, or the edge stops meanwhile.
+/// result, or how it ended (logged as `what` and why): it failed, took
+/// longer than `limit`, or the edge stopped meanwhile.
 async fn start_step<T, E: std::fmt::Display>(
     what: &str,
     peer: SocketAddr,
     limit: Duration,
     stop: &mut watch::Receiver<bool>,
     step: impl Future<Output = Result<T, E>>,
-) -> Option<T> {
+) -> Result<T, Unstarted> {
     tokio::select! {
         done = tokio::time::timeout(limit, step) => match done {
-            Ok(Ok(value)) => Some(value),
+            Ok(Ok(value)) => Ok(value),
             Ok(Err(err)) => {
                 debug!(%peer, %err, "{what}: the connection failed");
-                None
+                Err(Unstarted::Over)
             }
             Err(_) => {
                 debug!(%peer, "{what} within {} s", limit.as_secs());
-                None
+                Err(Unstarted::TimedOut)
             }
         },
-        _ = stop.wait_for(|s| *s) => None,
+        _ = stop.wait_for(|s| *s) => Err(Unstarted::Over),
     }
 }
 

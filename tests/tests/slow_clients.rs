@@ -547,3 +547,137 @@ async fn served<S: AsyncReadExt + AsyncWriteExt + Unpin>(tls: &mut S, host: &str
         answer.extend_from_slice(&buf[..n]);
     }
 }
+
+/// A connection that times out before its first request is reset, not
+/// closed: the visitor reads a reset, and the edge keeps no socket in
+/// TIME_WAIT for it (`ss`). Three ways to time out: a plain HTTP head
+/// that never ends, the same over TLS, and a TLS handshake never begun
+/// (its own 10 s limit). A connection the edge closes after answering
+/// (a slow POST's 408) still ends with its answer and a FIN.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_times_out_unstarted_is_reset() {
+    let Setup {
+        edge,
+        agent: _agent,
+        origin: _origin,
+        name,
+    } = preview_with(Limits {
+        header_read_timeout_secs: 1,
+        min_request_body_bytes: 1_000,
+        request_body_rate_window_secs: 1,
+        requests_per_second_per_ip: 0,
+        requests_per_second_per_preview: 0,
+        ..Default::default()
+    })
+    .await;
+    let host = format!("{name}.{DOMAIN}");
+    let head = format!("GET / HTTP/1.1\r\nHost: {host}\r\n");
+
+    /// How the edge ended a connection nothing more is written to: the
+    /// error kind read (or "end" for a FIN), what it said, and the time.
+    async fn ending<S: AsyncReadExt + Unpin>(mut stream: S) -> (String, String, Duration) {
+        let started = Instant::now();
+        let mut said = Vec::new();
+        let mut buf = [0u8; 1024];
+        let how = loop {
+            match tokio::time::timeout(Duration::from_secs(15), stream.read(&mut buf)).await {
+                Ok(Ok(0)) => break "end".to_owned(),
+                Ok(Ok(n)) => said.extend_from_slice(&buf[..n]),
+                Ok(Err(err)) => break format!("{:?}", err.kind()),
+                Err(_) => break "still open".to_owned(),
+            }
+        };
+        let said = String::from_utf8_lossy(&said).into_owned();
+        (how, said, started.elapsed())
+    }
+
+    let mut plain = Vec::new();
+    for _ in 0..20 {
+        let mut tcp = TcpStream::connect(edge.http).await.expect("tcp");
+        tcp.write_all(head.as_bytes()).await.expect("head");
+        plain.push((tcp.local_addr().expect("port").port(), tcp));
+    }
+    let mut tls = tls_h1(edge.https, &edge.ca(), &host).await;
+    tls.write_all(head.as_bytes()).await.expect("head over TLS");
+    let tls_port = tls.get_ref().0.local_addr().expect("port").port();
+    let silent = TcpStream::connect(edge.https).await.expect("tcp");
+    let silent_port = silent.local_addr().expect("port").port();
+    let mut post = TcpStream::connect(edge.http).await.expect("tcp");
+    let post_head =
+        format!("POST /echo HTTP/1.1\r\nHost: {host}\r\nContent-Length: 100000\r\n\r\nx");
+    post.write_all(post_head.as_bytes()).await.expect("post");
+    let post_port = post.local_addr().expect("port").port();
+
+    let plain_ports: Vec<u16> = plain.iter().map(|(port, _)| *port).collect();
+    let plain_endings =
+        futures_util::future::join_all(plain.into_iter().map(|(_, tcp)| ending(tcp)));
+    let (plain_endings, tls_ending, silent_ending, post_ending) =
+        tokio::join!(plain_endings, ending(tls), ending(silent), ending(post));
+    for (how, said, took) in &plain_endings {
+        assert_eq!(
+            how, "ConnectionReset",
+            "plain head: said {said:?} after {took:?}"
+        );
+        assert!(said.is_empty(), "{said}");
+        assert!(
+            *took >= Duration::from_millis(900) && *took < Duration::from_millis(2500),
+            "{took:?}"
+        );
+    }
+    let (how, said, took) = &tls_ending;
+    assert_eq!(
+        how, "ConnectionReset",
+        "TLS head: said {said:?} after {took:?}"
+    );
+    assert!(
+        *took >= Duration::from_millis(900) && *took < Duration::from_millis(2500),
+        "{took:?}"
+    );
+    let (how, _, took) = &silent_ending;
+    assert_eq!(how, "ConnectionReset", "no TLS handshake, after {took:?}");
+    assert!(
+        *took >= Duration::from_secs(9) && *took < Duration::from_secs(12),
+        "{took:?}"
+    );
+    let (how, said, _) = &post_ending;
+    assert!(said.starts_with("HTTP/1.1 408"), "slow POST: {said:?}");
+    assert_eq!(how, "end", "slow POST after its 408");
+    eprintln!(
+        "reset: 20 plain heads after {:?} at most, a TLS head after {:?}, a silent TLS \
+         connection after {:?}; the slow POST got its 408 and a FIN",
+        plain_endings.iter().map(|e| e.2).max().unwrap_or_default(),
+        tls_ending.2,
+        silent_ending.2
+    );
+
+    // What the edge holds in TIME_WAIT, by the visitor port it was for.
+    let ss = std::process::Command::new("ss")
+        .args(["-Htan", "state", "time-wait"])
+        .output()
+        .expect("ss (iproute2)");
+    assert!(ss.status.success(), "ss failed");
+    let edge_ports = [edge.http.port(), edge.https.port()];
+    let waiting: Vec<u16> = String::from_utf8_lossy(&ss.stdout)
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let port = |f: &str| f.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok());
+            let local = port(fields.get(2)?)?;
+            edge_ports.contains(&local).then(|| port(fields.get(3)?))?
+        })
+        .collect();
+    let reset_ports: Vec<u16> = plain_ports
+        .iter()
+        .copied()
+        .chain([tls_port, silent_port])
+        .collect();
+    let held: Vec<&u16> = waiting.iter().filter(|p| reset_ports.contains(p)).collect();
+    assert!(
+        held.is_empty(),
+        "the edge holds these visitors' sockets in TIME_WAIT: {held:?}"
+    );
+    assert!(
+        waiting.contains(&post_port),
+        "the slow POST's close (a FIN after its 408) should leave the edge in TIME_WAIT: {waiting:?}"
+    );
+}
