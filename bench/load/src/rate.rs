@@ -41,6 +41,11 @@ pub struct RateArgs {
     /// Keep-alive connections
     #[arg(long, default_value_t = 64)]
     pub connections: usize,
+    /// Also write each request's scheduled time and latency (ms from the
+    /// start, µs), one per line in order of schedule, to this file: where
+    /// in the run the slow ones fall
+    #[arg(long)]
+    pub timeline: Option<std::path::PathBuf>,
 }
 
 #[derive(Default)]
@@ -50,6 +55,8 @@ struct Tally {
     errors: u64,
     missed: u64,
     latencies: Vec<u64>,
+    /// Each latency's scheduled instant, in the same order.
+    dues: Vec<Instant>,
     last_error: Option<String>,
     /// When the last successful response ended.
     last_done: Option<Instant>,
@@ -106,11 +113,27 @@ pub async fn run(args: RateArgs) -> anyhow::Result<()> {
         tally.errors += t.errors;
         tally.missed += t.missed;
         tally.latencies.extend(t.latencies);
+        tally.dues.extend(t.dues);
         tally.last_error = t.last_error.or(tally.last_error);
         tally.last_done = tally.last_done.max(t.last_done);
     }
     let elapsed = tally.last_done.map_or(0.0, |t| (t - start).as_secs_f64());
     let _ = pacer.join();
+    if let Some(path) = &args.timeline {
+        let mut rows: Vec<(Instant, u64)> = tally
+            .dues
+            .into_iter()
+            .zip(tally.latencies.iter().copied())
+            .collect();
+        rows.sort_unstable();
+        let text: String = rows
+            .iter()
+            .map(|(due, latency)| {
+                format!("{:.3} {latency}\n", (*due - start).as_secs_f64() * 1000.0)
+            })
+            .collect();
+        std::fs::write(path, text)?;
+    }
     let samples = Samples::new(tally.latencies);
     emit(&json!({
         "rate": args.rate,
@@ -147,6 +170,7 @@ async fn worker(
         if now >= stop {
             tally.missed += 1;
             tally.latencies.push(micros(now - due));
+            tally.dues.push(due);
             continue;
         }
         let conn = match sender.take().filter(|c| !c.is_closed()) {
@@ -166,6 +190,7 @@ async fn worker(
                 tally.ok += 1;
                 let done = Instant::now();
                 tally.latencies.push(micros(done - due));
+                tally.dues.push(due);
                 tally.last_done = Some(done);
                 sender = Some(conn);
             }
