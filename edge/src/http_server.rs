@@ -226,24 +226,14 @@ impl HttpServer {
         .await;
         let mut stream = match handshaken {
             Ok(stream) => stream,
-            Err(Unstarted::TimedOut) => {
-                if let Some(Movable(Some(socket))) = handshake.get_mut() {
-                    reset(socket);
-                }
-                return;
-            }
+            Err(Unstarted::TimedOut) => return handshake.get_ref().map_or((), Movable::reset),
             Err(Unstarted::Over) => return,
         };
         let limit = header_timeout(self.header_read_timeout);
         let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
         let (prefix, h2) = match self.first_request(&mut stream, h2, limit, &mut start).await {
             Ok(opened) => opened,
-            Err(Unstarted::TimedOut) => {
-                if let Movable(Some(socket)) = stream.get_ref().0 {
-                    reset(socket);
-                }
-                return;
-            }
+            Err(Unstarted::TimedOut) => return stream.get_ref().0.reset(),
             Err(Unstarted::Over) => return,
         };
         let socket = stream.get_mut().0.0.take().map(TcpStream::into_std);
@@ -400,6 +390,13 @@ struct Start {
 struct Movable(Option<TcpStream>);
 
 impl Movable {
+    /// See [`reset`].
+    fn reset(&self) {
+        if let Some(socket) = &self.0 {
+            reset(socket);
+        }
+    }
+
     fn socket(&mut self) -> std::io::Result<Pin<&mut TcpStream>> {
         match &mut self.0 {
             Some(socket) => Ok(Pin::new(socket)),
