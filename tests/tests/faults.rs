@@ -542,15 +542,8 @@ async fn an_idle_budget_as_large_as_the_agents_streams_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_response_cut_by_a_killed_agent_is_aborted_not_ended() {
     for version in ["--http1.1", "--http2"] {
-        let state = tempfile::tempdir().expect("tempdir");
-        let edge_dir = state.path().join("edge");
-        let any = "127.0.0.1:0";
-        let edge = EdgeProcess::start(&edge_dir, any, any, any).await;
-        let socket = state.path().join("agent.sock");
-        let agent = agent_up(&edge_dir, edge.quic, &socket).await;
-        let origin = Origin::start().await;
-        let created = preview_when_connected(&socket, origin.port).await;
-        let ca = edge_dir.join("ca.pem");
+        let dev = DevPreview::start().await;
+        let (agent, created, ca) = (&dev.agent, &dev.created, &dev.ca);
 
         // Events 300 ms apart; the agent dies after the first.
         let streaming = {
