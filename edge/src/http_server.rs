@@ -226,7 +226,12 @@ impl HttpServer {
         .await;
         let mut stream = match handshaken {
             Ok(stream) => stream,
-            Err(Unstarted::TimedOut) => return handshake.get_ref().map_or((), Movable::reset),
+            Err(Unstarted::TimedOut) => {
+                if let Some(socket) = handshake.get_ref() {
+                    socket.reset();
+                }
+                return;
+            }
             Err(Unstarted::Over) => return,
         };
         let limit = header_timeout(self.header_read_timeout);

@@ -54,9 +54,8 @@ struct Tally {
     ok: u64,
     errors: u64,
     missed: u64,
-    latencies: Vec<u64>,
-    /// Each latency's scheduled instant, in the same order.
-    dues: Vec<Instant>,
+    /// Each request's scheduled instant and latency (µs).
+    latencies: Vec<(Instant, u64)>,
     last_error: Option<String>,
     /// When the last successful response ended.
     last_done: Option<Instant>,
@@ -113,20 +112,15 @@ pub async fn run(args: RateArgs) -> anyhow::Result<()> {
         tally.errors += t.errors;
         tally.missed += t.missed;
         tally.latencies.extend(t.latencies);
-        tally.dues.extend(t.dues);
         tally.last_error = t.last_error.or(tally.last_error);
         tally.last_done = tally.last_done.max(t.last_done);
     }
     let elapsed = tally.last_done.map_or(0.0, |t| (t - start).as_secs_f64());
     let _ = pacer.join();
     if let Some(path) = &args.timeline {
-        let mut rows: Vec<(Instant, u64)> = tally
-            .dues
-            .into_iter()
-            .zip(tally.latencies.iter().copied())
-            .collect();
-        rows.sort_unstable();
-        let text: String = rows
+        tally.latencies.sort_unstable();
+        let text: String = tally
+            .latencies
             .iter()
             .map(|(due, latency)| {
                 format!("{:.3} {latency}\n", (*due - start).as_secs_f64() * 1000.0)
@@ -134,7 +128,7 @@ pub async fn run(args: RateArgs) -> anyhow::Result<()> {
             .collect();
         std::fs::write(path, text)?;
     }
-    let samples = Samples::new(tally.latencies);
+    let samples = Samples::new(tally.latencies.into_iter().map(|(_, us)| us).collect());
     emit(&json!({
         "rate": args.rate,
         "scheduled": total,
@@ -169,8 +163,7 @@ async fn worker(
         let now = Instant::now();
         if now >= stop {
             tally.missed += 1;
-            tally.latencies.push(micros(now - due));
-            tally.dues.push(due);
+            tally.latencies.push((due, micros(now - due)));
             continue;
         }
         let conn = match sender.take().filter(|c| !c.is_closed()) {
@@ -189,8 +182,7 @@ async fn worker(
             Ok(Ok((conn, status))) if status.is_success() => {
                 tally.ok += 1;
                 let done = Instant::now();
-                tally.latencies.push(micros(done - due));
-                tally.dues.push(due);
+                tally.latencies.push((due, micros(done - due)));
                 tally.last_done = Some(done);
                 sender = Some(conn);
             }
