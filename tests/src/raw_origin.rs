@@ -54,11 +54,7 @@ impl RawOrigin {
                     continue;
                 };
                 let (record, response, count) = (record.clone(), response.clone(), count.clone());
-                tokio::spawn(async move {
-                    if let Some(request) = serve(stream, &response, &count).await {
-                        record.lock().expect("record").push(request);
-                    }
-                });
+                tokio::spawn(async move { serve(stream, &response, &count, &record).await });
             }
         });
         RawOrigin {
@@ -80,9 +76,16 @@ impl RawOrigin {
     }
 }
 
-/// Reads one request, answers it and returns its bytes; `None` when the
-/// connection ended before a whole request.
-async fn serve(mut stream: TcpStream, response: &[u8], count: &AtomicUsize) -> Option<Vec<u8>> {
+/// Reads one request, records its bytes in `record`, then answers it:
+/// recorded before answered, so a visitor that has the answer finds the
+/// request recorded. Nothing is recorded when the connection ends before a
+/// whole request.
+async fn serve(
+    mut stream: TcpStream,
+    response: &[u8],
+    count: &AtomicUsize,
+    record: &Mutex<Vec<Vec<u8>>>,
+) -> Option<()> {
     let mut request = Vec::new();
     read_more(&mut stream, &mut request).await?;
     count.fetch_add(1, Ordering::SeqCst);
@@ -107,9 +110,10 @@ async fn serve(mut stream: TcpStream, response: &[u8], count: &AtomicUsize) -> O
             read_more(&mut stream, &mut request).await?;
         }
     }
+    record.lock().expect("record").push(request);
     stream.write_all(response).await.ok()?;
     let _ = stream.shutdown().await;
-    Some(request)
+    Some(())
 }
 
 async fn read_more(stream: &mut TcpStream, into: &mut Vec<u8>) -> Option<()> {
