@@ -7,11 +7,13 @@
 //! - [`card`]: post_card's vocabulary, validation and Block Kit rendering;
 //!   [`files`]: send_file's path and content checks; [`secrets`]: the
 //!   encrypted secret store.
+//! - [`git`]: running git: no shell, no prompts, a time limit.
 
 pub mod card;
 pub mod chat;
 pub mod config;
 pub mod files;
+pub mod git;
 pub mod secrets;
 pub mod server;
 pub mod session;
