@@ -184,7 +184,8 @@ fn human_duration(duration: Duration) -> String {
 }
 
 /// The subcommand in `args`: the first argument that is not a global
-/// option (`-c name=value` and `-C dir` take a value).
+/// option (`-c name=value` and `-C dir` take a value), with its action for
+/// the [`GROUPS`] (`remote set-head`).
 fn subcommand(args: &[&str]) -> String {
     let mut rest = args.iter();
     while let Some(arg) = rest.next() {
@@ -193,11 +194,20 @@ fn subcommand(args: &[&str]) -> String {
                 rest.next();
             }
             option if option.starts_with('-') => {}
+            name if GROUPS.contains(&name) => {
+                return match rest.next() {
+                    Some(action) if !action.starts_with('-') => format!("{name} {action}"),
+                    _ => name.to_owned(),
+                };
+            }
             name => return name.to_owned(),
         }
     }
     String::new()
 }
+
+/// Commands whose first argument names what they do (`git remote set-head`).
+const GROUPS: [&str; 5] = ["remote", "worktree", "submodule", "stash", "notes"];
 
 fn redacted_args(args: &[&str]) -> Vec<String> {
     args.iter().map(|arg| redact_urls(arg)).collect()
