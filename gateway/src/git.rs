@@ -276,6 +276,19 @@ pub(crate) mod test_support {
             .trim_end()
             .to_owned()
     }
+
+    /// Writes `path` (making its folders) with `text`.
+    pub(crate) fn write(path: &Path, text: &str) {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(path, text).expect("write");
+    }
+
+    /// `path` as a `&str`, for git arguments.
+    pub(crate) fn s(path: &Path) -> &str {
+        path.to_str().expect("utf-8 temp path")
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,10 @@
 //!   [`files`]: send_file's path and content checks; [`secrets`]: the
 //!   encrypted secret store.
 //! - [`git`]: running git: no shell, no prompts, a time limit.
+//! - [`brief`]: spawn_thread's brief, checked to be pushed to its
+//!   repository's default branch, and its link on the web.
 
+pub mod brief;
 pub mod card;
 pub mod chat;
 pub mod config;
