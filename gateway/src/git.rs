@@ -4,16 +4,18 @@
 //! git runs as a child process, never through a shell, with its arguments
 //! given one by one. It never asks anyone anything: stdin is `/dev/null`,
 //! `GIT_TERMINAL_PROMPT=0` and `GIT_ASKPASS=true` turn a credential prompt
-//! into a failure, and `LC_ALL=C` keeps its messages in English. It runs in
-//! a process group of its own, and when it does not finish in time the whole
-//! group (git and the helpers it started, such as `git-remote-https` or
-//! `ssh`) is killed.
+//! into a failure, and `LC_ALL=C` keeps its messages in English. It works
+//! on the repository `dir` is in, whatever `GIT_DIR` and its kin say. It
+//! runs in a process group of its own, and when it does not finish in time
+//! the whole group (git and the helpers it started, such as
+//! `git-remote-https` or `ssh`) is killed.
 //!
 //! A [`GitError`] names the subcommand and carries git's last non-empty
 //! line of stderr (skipping the advice git adds after any failure to reach
-//! a remote, "Please make sure you have the correct access rights"), e.g. `git fetch failed: fatal: 'origin' does not appear
-//! to be a git repository`. Credentials in URLs (`https://user:token@host`)
-//! are removed from everything a [`GitError`] holds.
+//! a remote, "Please make sure you have the correct access rights"), e.g.
+//! `git fetch failed: fatal: 'origin' does not appear to be a git
+//! repository`. Credentials in URLs (`https://user:token@host`) are removed
+//! from everything a [`GitError`] holds.
 
 use std::io::ErrorKind;
 use std::path::Path;
@@ -23,6 +25,20 @@ use std::time::Duration;
 
 /// How long a git command may run unless the caller says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Variables that would make git work on another repository than the one
+/// `dir` is in (set, for example, when the gateway is started from a git
+/// hook); git never sees them.
+const REPOSITORY_ENV: [&str; 8] = [
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_COMMON_DIR",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+];
 
 /// Why a git command did not succeed. `Display` names the subcommand (not
 /// the whole command line) and git's own words.
@@ -80,6 +96,9 @@ pub async fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
 pub async fn git_within(dir: &Path, args: &[&str], timeout: Duration) -> Result<String, GitError> {
     let command = subcommand(args);
     let mut cmd = tokio::process::Command::new("git");
+    for name in REPOSITORY_ENV {
+        cmd.env_remove(name);
+    }
     cmd.args(args)
         .current_dir(dir)
         .env("GIT_TERMINAL_PROMPT", "0")
