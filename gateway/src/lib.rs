@@ -10,6 +10,8 @@
 //! - [`git`]: running git: no shell, no prompts, a time limit.
 //! - [`brief`]: spawn_thread's brief, checked to be pushed to its
 //!   repository's default branch, and its link on the web.
+//! - [`workspace`]: checkout_repo's repositories, their cache and the
+//!   session worktrees, and their list in AGENTS.md.
 
 pub mod brief;
 pub mod card;
@@ -22,3 +24,4 @@ pub mod server;
 pub mod session;
 pub mod slack;
 pub mod tools;
+pub mod workspace;

@@ -1,0 +1,1438 @@
+//! checkout_repo's repositories: the workspace definition from
+//! gateway.toml's `[workspace]` table, the list of them kept in each
+//! session's `AGENTS.md`, and their checkouts.
+//!
+//! ```toml
+//! [workspace]
+//! cache_dir = "/var/cache/calvin/repos"   # default: ~/.local/state/calvin/repos
+//! [[workspace.repos]]
+//! name = "api"
+//! url = "git@github.com:acme/api.git"
+//! [[workspace.repos]]
+//! name = "web"
+//! url = "https://github.com/acme/web"
+//! published = false                       # listed, but checkout_repo refuses it
+//! ```
+//!
+//! or `file = "repos.toml"` (relative to gateway.toml's folder) holding the
+//! same `[[repos]]` entries.
+//!
+//! [`Workspace::checkout`] clones each repository once into the cache, as
+//! the bare repository `<cache>/<name>.git` with remote-tracking branches
+//! (`+refs/heads/*:refs/remotes/origin/*`) and `origin/HEAD` set, and adds
+//! it to a session directory as the git worktree `<session>/<name>` on the
+//! session's branch, made from `origin/HEAD` after a fetch. Everything that
+//! changes a repository's cache happens under the exclusive lock
+//! `<cache>/<name>.lock`, so sessions in several processes can check out
+//! the same repository at once.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, ErrorKind, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::git::{GitError, git, git_within};
+
+/// How long the first fetch of a repository into the cache may take.
+pub const CLONE_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How long a fetch into an existing cache may take.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long adding a worktree (checking out its files) may take.
+pub const WORKTREE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Longest repository name.
+pub const MAX_NAME_LEN: usize = 100;
+
+/// The line that opens the repository list in `AGENTS.md`; any line
+/// starting with [`BEGIN_PREFIX`] is taken for it.
+pub const BEGIN_MARKER: &str =
+    "<!-- calvin:workspace-repos begin: written by calvin-gateway, edits here are replaced -->";
+const BEGIN_PREFIX: &str = "<!-- calvin:workspace-repos begin";
+/// The line that closes it.
+pub const END_MARKER: &str = "<!-- calvin:workspace-repos end -->";
+
+/// `[workspace]` in gateway.toml.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkspaceConfig {
+    /// A TOML file of `[[repos]]`, relative to gateway.toml's folder.
+    pub file: Option<PathBuf>,
+    /// Where the clones live; relative to gateway.toml's folder.
+    pub cache_dir: Option<PathBuf>,
+    pub repos: Vec<RepoDef>,
+}
+
+/// One repository of the workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepoDef {
+    /// Its folder's name in a session directory.
+    pub name: String,
+    /// What `git fetch` reaches it by.
+    pub url: String,
+    /// An unpublished repository is listed but not checked out.
+    #[serde(default = "yes")]
+    pub published: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The `workspace.file` file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkspaceFile {
+    #[serde(default)]
+    repos: Vec<RepoDef>,
+}
+
+/// A checked workspace definition: names usable as folder names and
+/// unique ignoring case, as are the owner/name pairs taken from the URLs.
+#[derive(Debug, Clone)]
+pub struct Workspace {
+    repos: Vec<Repo>,
+    cache_dir: PathBuf,
+}
+
+#[derive(Debug, Clone)]
+struct Repo {
+    def: RepoDef,
+    /// `owner/name` from the URL's last two path segments, `.git` removed.
+    owner_name: Option<String>,
+}
+
+/// What [`Workspace::checkout`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkout {
+    pub name: String,
+    /// `<session_dir>/<name>`.
+    pub path: PathBuf,
+    /// The branch checked out there.
+    pub branch: String,
+    /// It was checked out already and was left as it was.
+    pub already: bool,
+    /// This call made the repository's cache clone.
+    pub cloned: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorkspaceError {
+    #[error(
+        "[workspace] lists repositories both inline ([[workspace.repos]]) and in file = {}: keep one of the two",
+        file.display()
+    )]
+    InlineAndFile { file: PathBuf },
+
+    #[error("cannot read the workspace file {}: {source}", path.display())]
+    ReadFile { path: PathBuf, source: io::Error },
+
+    #[error("the workspace file {}: {source}", path.display())]
+    ParseFile {
+        path: PathBuf,
+        source: toml::de::Error,
+    },
+
+    #[error("the workspace file {} lists no repositories ([[repos]] with name and url)", path.display())]
+    NoRepos { path: PathBuf },
+
+    #[error(
+        "the workspace repository name {name:?} cannot be a folder name: use 1 to {MAX_NAME_LEN} of A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.'"
+    )]
+    BadName { name: String },
+
+    #[error(
+        "the workspace repositories {first:?} and {second:?} have the same name (names are compared ignoring case)"
+    )]
+    DuplicateName { first: String, second: String },
+
+    #[error("the workspace repository {name} has no usable url (empty, or starting with '-')")]
+    BadUrl { name: String },
+
+    #[error(
+        "the workspace repositories {first} and {second} are both {owner_name} (compared ignoring case): checkout_repo could not tell them apart by owner/name"
+    )]
+    DuplicateOwnerName {
+        first: String,
+        second: String,
+        owner_name: String,
+    },
+
+    #[error("no folder for the repository cache: set [workspace] cache_dir")]
+    NoCacheDir,
+}
+
+/// Why checkout_repo's name matched no repository it may check out. The
+/// texts are the spec's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveError {
+    #[error("no repository {0} in this workspace; the list is in AGENTS.md")]
+    Unknown(String),
+    #[error("{0} is not published yet")]
+    NotPublished(String),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckoutError {
+    #[error("no repository {0} in this workspace; the list is in AGENTS.md")]
+    NotInWorkspace(String),
+
+    #[error("{branch:?} is not a usable branch name")]
+    BadBranch { branch: String },
+
+    #[error(
+        "{} already exists and is not a checkout of {name}: move it away, then call checkout_repo again",
+        path.display()
+    )]
+    Occupied { name: String, path: PathBuf },
+
+    #[error("cannot check out {name}: branch {branch} is already checked out at {}", path.display())]
+    BranchInUse {
+        name: String,
+        branch: String,
+        path: PathBuf,
+    },
+
+    #[error("cannot check out {name}: {}: {source}", path.display())]
+    Io {
+        name: String,
+        path: PathBuf,
+        source: io::Error,
+    },
+
+    #[error("cannot clone {name}: {source}")]
+    Clone { name: String, source: GitError },
+
+    #[error("cannot fetch {name}: {source}")]
+    Fetch { name: String, source: GitError },
+
+    #[error("cannot check out {name}: its remote does not say which branch is its default{}", reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default())]
+    NoDefaultBranch {
+        name: String,
+        reason: Option<String>,
+    },
+
+    #[error("cannot add {name} to the session directory: {source}")]
+    Worktree { name: String, source: GitError },
+}
+
+impl Workspace {
+    /// The workspace `config` defines, or `None` when it defines none.
+    /// `config_dir` is gateway.toml's folder: relative paths are taken from
+    /// it. Reads `config.file`.
+    pub fn from_config(
+        config: &WorkspaceConfig,
+        config_dir: &Path,
+    ) -> Result<Option<Workspace>, WorkspaceError> {
+        let defs = match &config.file {
+            None if config.repos.is_empty() => return Ok(None),
+            None => config.repos.clone(),
+            Some(file) if !config.repos.is_empty() => {
+                return Err(WorkspaceError::InlineAndFile { file: file.clone() });
+            }
+            Some(file) => {
+                let path = config_dir.join(file);
+                let text =
+                    std::fs::read_to_string(&path).map_err(|source| WorkspaceError::ReadFile {
+                        path: path.clone(),
+                        source,
+                    })?;
+                let parsed: WorkspaceFile =
+                    toml::from_str(&text).map_err(|source| WorkspaceError::ParseFile {
+                        path: path.clone(),
+                        source,
+                    })?;
+                if parsed.repos.is_empty() {
+                    return Err(WorkspaceError::NoRepos { path });
+                }
+                parsed.repos
+            }
+        };
+        let cache_dir = match &config.cache_dir {
+            Some(dir) => config_dir.join(dir),
+            None => dirs::state_dir()
+                .or_else(|| dirs::home_dir().map(|home| home.join(".local/state")))
+                .ok_or(WorkspaceError::NoCacheDir)?
+                .join("calvin/repos"),
+        };
+        let mut repos: Vec<Repo> = Vec::with_capacity(defs.len());
+        for def in defs {
+            if !is_folder_name(&def.name) {
+                return Err(WorkspaceError::BadName { name: def.name });
+            }
+            if def.url.trim().is_empty() || def.url.starts_with('-') {
+                return Err(WorkspaceError::BadUrl { name: def.name });
+            }
+            let owner_name = owner_name(&def.url);
+            for other in &repos {
+                if other.def.name.eq_ignore_ascii_case(&def.name) {
+                    return Err(WorkspaceError::DuplicateName {
+                        first: other.def.name.clone(),
+                        second: def.name,
+                    });
+                }
+                if let (Some(a), Some(b)) = (&other.owner_name, &owner_name)
+                    && a.to_lowercase() == b.to_lowercase()
+                {
+                    return Err(WorkspaceError::DuplicateOwnerName {
+                        first: other.def.name.clone(),
+                        second: def.name,
+                        owner_name: b.clone(),
+                    });
+                }
+            }
+            repos.push(Repo { def, owner_name });
+        }
+        Ok(Some(Workspace { repos, cache_dir }))
+    }
+
+    /// The repositories, in the definition's order.
+    pub fn repos(&self) -> impl Iterator<Item = &RepoDef> {
+        self.repos.iter().map(|repo| &repo.def)
+    }
+
+    /// Where the clones live.
+    pub fn cache_dir(&self) -> &Path {
+        &self.cache_dir
+    }
+
+    /// The published repository named `wanted`, or whose URL ends in
+    /// `wanted` as `owner/name`, ignoring case.
+    pub fn resolve(&self, wanted: &str) -> Result<&RepoDef, ResolveError> {
+        let key = wanted.trim().to_lowercase();
+        let found = self
+            .repos
+            .iter()
+            .find(|repo| repo.def.name.to_lowercase() == key)
+            .or_else(|| {
+                self.repos.iter().find(|repo| {
+                    repo.owner_name
+                        .as_ref()
+                        .is_some_and(|owner_name| owner_name.to_lowercase() == key)
+                })
+            })
+            .ok_or_else(|| ResolveError::Unknown(wanted.to_owned()))?;
+        if !found.def.published {
+            return Err(ResolveError::NotPublished(wanted.to_owned()));
+        }
+        Ok(&found.def)
+    }
+}
+
+/// `[A-Za-z0-9._-]`, 1 to [`MAX_NAME_LEN`] of them, not starting with '.'.
+fn is_folder_name(name: &str) -> bool {
+    (1..=MAX_NAME_LEN).contains(&name.len())
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// `owner/name` from a remote URL's last two path segments, `.git` removed:
+/// `https://host/o/r.git`, `git@host:o/r`, `ssh://git@host:22/o/r`,
+/// `file:///srv/o/r.git` and `/srv/o/r.git` all give `o/r`.
+pub fn owner_name(url: &str) -> Option<String> {
+    let url = url.trim();
+    let path = if let Some((_, rest)) = url.split_once("://") {
+        rest.split_once('/').map_or("", |(_, path)| path)
+    } else {
+        match url.split_once(':') {
+            Some((authority, path)) if !authority.is_empty() && !authority.contains('/') => path,
+            _ => url,
+        }
+    };
+    let mut segments = path
+        .split('/')
+        .filter(|segment| !segment.is_empty() && *segment != ".");
+    let mut name = segments.next_back()?;
+    name = name.strip_suffix(".git").unwrap_or(name);
+    let owner = segments.next_back()?;
+    if name.is_empty() || owner == ".." || name == ".." {
+        return None;
+    }
+    Some(format!("{owner}/{name}"))
+}
+
+impl Workspace {
+    /// Keeps the repository list in `<session_dir>/AGENTS.md` between
+    /// [`BEGIN_MARKER`] and [`END_MARKER`]: creates the file when missing,
+    /// replaces what is between the markers when they are there, and
+    /// appends the block after a blank line when they are not, leaving
+    /// every other byte as it was. Written atomically (a temporary file
+    /// renamed over it), and not at all when nothing changes. An
+    /// `AGENTS.md` that is a symlink is followed when it leads to a file
+    /// inside the session directory, and refused otherwise. Blocking.
+    pub fn write_agents_md(&self, session_dir: &Path) -> io::Result<()> {
+        let path = session_dir.join("AGENTS.md");
+        let target = match std::fs::symlink_metadata(&path) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let target = std::fs::canonicalize(&path)?;
+                if !target.starts_with(std::fs::canonicalize(session_dir)?) {
+                    return Err(io::Error::other(format!(
+                        "{} is a symbolic link to {}, outside the session directory; not written",
+                        path.display(),
+                        target.display()
+                    )));
+                }
+                target
+            }
+            _ => path,
+        };
+        let old = match std::fs::read(&target) {
+            Ok(bytes) => Some(bytes),
+            Err(err) if err.kind() == ErrorKind::NotFound => None,
+            Err(err) => return Err(err),
+        };
+        let new = splice(old.as_deref().unwrap_or_default(), &self.agents_block());
+        if old.as_deref() == Some(new.as_slice()) {
+            return Ok(());
+        }
+        write_atomically(&target, &new)
+    }
+
+    /// The list, markers included, without a final newline.
+    fn agents_block(&self) -> String {
+        let mut block = format!(
+            "{BEGIN_MARKER}\n## Workspace repositories\n\nThe checkout_repo tool adds these repositories to the session directory, each as a git worktree on the session's branch; give it the name or owner/name.\n\n"
+        );
+        for repo in &self.repos {
+            block.push_str(&format!("- `{}`", repo.def.name));
+            if let Some(owner_name) = &repo.owner_name {
+                block.push_str(&format!(" ({owner_name})"));
+            }
+            let state = if repo.def.published {
+                "published"
+            } else {
+                "not published yet"
+            };
+            block.push_str(&format!(": {state}\n"));
+        }
+        block.push_str(END_MARKER);
+        block
+    }
+}
+
+/// `old` with `block` in place of the marked one, or appended.
+fn splice(old: &[u8], block: &str) -> Vec<u8> {
+    let mut lines = Vec::new();
+    let mut start = 0;
+    while start < old.len() {
+        let end = old[start..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(old.len(), |i| start + i + 1);
+        lines.push(start..end);
+        start = end;
+    }
+    let text = |range: &std::ops::Range<usize>| old[range.clone()].trim_ascii_end();
+    let begin = lines
+        .iter()
+        .position(|line| text(line).starts_with(BEGIN_PREFIX.as_bytes()));
+    let mut out = Vec::with_capacity(old.len() + block.len() + 2);
+    match begin {
+        Some(b) => {
+            let end = lines[b..]
+                .iter()
+                .find(|line| text(line) == END_MARKER.as_bytes())
+                .unwrap_or(&lines[b]);
+            out.extend_from_slice(&old[..lines[b].start]);
+            out.extend_from_slice(block.as_bytes());
+            if old[..end.end].ends_with(b"\n") {
+                out.push(b'\n');
+            }
+            out.extend_from_slice(&old[end.end..]);
+        }
+        None => {
+            out.extend_from_slice(old);
+            if !out.is_empty() {
+                if !out.ends_with(b"\n") {
+                    out.push(b'\n');
+                }
+                if !out.ends_with(b"\n\n") {
+                    out.push(b'\n');
+                }
+            }
+            out.extend_from_slice(block.as_bytes());
+            out.push(b'\n');
+        }
+    }
+    out
+}
+
+/// Writes `bytes` to a new file beside `path` (with `path`'s permissions
+/// when it exists) and renames it over `path`.
+fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let nonce: u64 = rand::RngExt::random(&mut rand::rng());
+    let temp = dir.join(format!(".{name}.{nonce:016x}.tmp"));
+    let permissions = std::fs::metadata(path).ok().map(|meta| meta.permissions());
+    let written = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&temp)?;
+        file.write_all(bytes)?;
+        if let Some(permissions) = permissions {
+            file.set_permissions(permissions)?;
+        }
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    written
+}
+
+impl Workspace {
+    /// Adds `repo` (one of this workspace's) to `session_dir` as the
+    /// worktree `<session_dir>/<name>` on `branch`, made from `origin/HEAD`
+    /// after a fetch (or the existing `branch` of the cache when no
+    /// worktree has it), cloning the repository into the cache first when
+    /// it is not there. A worktree of the same cache already at that path
+    /// is returned as it is, with `already`.
+    pub async fn checkout(
+        &self,
+        repo: &RepoDef,
+        session_dir: &Path,
+        branch: &str,
+    ) -> Result<Checkout, CheckoutError> {
+        let repo = self
+            .repos
+            .iter()
+            .map(|known| &known.def)
+            .find(|known| known.name == repo.name)
+            .ok_or_else(|| CheckoutError::NotInWorkspace(repo.name.clone()))?;
+        if !is_branch_name(branch) {
+            return Err(CheckoutError::BadBranch {
+                branch: branch.to_owned(),
+            });
+        }
+        let name = repo.name.as_str();
+        let io = |path: &Path| {
+            let path = path.to_owned();
+            move |source| CheckoutError::Io {
+                name: name.to_owned(),
+                path,
+                source,
+            }
+        };
+        let session_dir = std::path::absolute(session_dir).map_err(io(session_dir))?;
+        let path = session_dir.join(name);
+        let cache = self.cache_dir.join(format!("{name}.git"));
+        if let Some(found) = existing(name, &path, &cache).await? {
+            return Ok(found);
+        }
+
+        tokio::fs::create_dir_all(&self.cache_dir)
+            .await
+            .map_err(io(&self.cache_dir))?;
+        let lock_path = self.cache_dir.join(format!("{name}.lock"));
+        let _lock = lock(&lock_path).await.map_err(io(&lock_path))?;
+        let cloned = if tokio::fs::try_exists(&cache).await.map_err(io(&cache))? {
+            update(name, &cache).await?;
+            false
+        } else {
+            clone(repo, &self.cache_dir, &cache).await?;
+            true
+        };
+        // Another call for the same session may have added it meanwhile.
+        if let Some(found) = existing(name, &path, &cache).await? {
+            return Ok(Checkout { cloned, ..found });
+        }
+        add_worktree(name, &cache, &path, branch).await?;
+        Ok(Checkout {
+            name: name.to_owned(),
+            path,
+            branch: branch.to_owned(),
+            already: false,
+            cloned,
+        })
+    }
+}
+
+/// The checkout at `path` when it is a worktree of `cache`; `None` when
+/// nothing is there; [`CheckoutError::Occupied`] for anything else.
+async fn existing(
+    name: &str,
+    path: &Path,
+    cache: &Path,
+) -> Result<Option<Checkout>, CheckoutError> {
+    let occupied = || CheckoutError::Occupied {
+        name: name.to_owned(),
+        path: path.to_owned(),
+    };
+    match tokio::fs::symlink_metadata(path).await {
+        Err(err) if err.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(CheckoutError::Io {
+                name: name.to_owned(),
+                path: path.to_owned(),
+                source,
+            });
+        }
+        Ok(meta) if !meta.is_dir() => return Err(occupied()),
+        Ok(_) => {}
+    }
+    let common_dir = ["rev-parse", "--path-format=absolute", "--git-common-dir"];
+    let (Ok(common), Ok(top)) = (
+        git(path, &common_dir).await,
+        git(path, &["rev-parse", "--show-toplevel"]).await,
+    ) else {
+        return Err(occupied());
+    };
+    if !same_place(Path::new(&common), cache).await || !same_place(Path::new(&top), path).await {
+        return Err(occupied());
+    }
+    let branch = git(path, &["rev-parse", "--abbrev-ref", "HEAD"])
+        .await
+        .map_err(|source| CheckoutError::Worktree {
+            name: name.to_owned(),
+            source,
+        })?;
+    Ok(Some(Checkout {
+        name: name.to_owned(),
+        path: path.to_owned(),
+        branch,
+        already: true,
+        cloned: false,
+    }))
+}
+
+/// Whether `a` and `b` both exist and are the same once symlinks are
+/// resolved.
+async fn same_place(a: &Path, b: &Path) -> bool {
+    let (a, b) = (
+        tokio::fs::canonicalize(a).await,
+        tokio::fs::canonicalize(b).await,
+    );
+    matches!((a, b), (Ok(a), Ok(b)) if a == b)
+}
+
+/// Waits for the exclusive lock on `path` (made if missing); it is held
+/// until the returned file is dropped.
+async fn lock(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    tokio::task::spawn_blocking(move || file.lock().map(|()| file))
+        .await
+        .map_err(io::Error::other)?
+}
+
+/// Makes the cache `cache` in `<cache_dir>/.<name>.git.partial` and renames
+/// it into place only once it is complete; a failure leaves nothing.
+///
+/// A bare `git init` with `origin` added, rather than `git clone --bare`:
+/// the same repository, fetch refspec `+refs/heads/*:refs/remotes/origin/*`
+/// included, without the copies of the remote's branches a bare clone
+/// makes as local branches, which would go stale in the cache and shadow
+/// `origin/*` in the worktrees (`git switch main`).
+async fn clone(repo: &RepoDef, cache_dir: &Path, cache: &Path) -> Result<(), CheckoutError> {
+    let name = repo.name.as_str();
+    let partial = cache_dir.join(format!(".{name}.git.partial"));
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| CheckoutError::Io {
+            name: name.to_owned(),
+            path,
+            source,
+        }
+    };
+    remove_dir_if_present(&partial)
+        .await
+        .map_err(io(&partial))?;
+    tokio::fs::create_dir(&partial)
+        .await
+        .map_err(io(&partial))?;
+    let made = async {
+        let failed = |source| CheckoutError::Clone {
+            name: name.to_owned(),
+            source,
+        };
+        git(&partial, &["init", "--quiet", "--bare"])
+            .await
+            .map_err(failed)?;
+        git(&partial, &["remote", "add", "--", "origin", &repo.url])
+            .await
+            .map_err(failed)?;
+        let fetch = ["fetch", "--quiet", "--prune", "origin"];
+        git_within(&partial, &fetch, CLONE_TIMEOUT)
+            .await
+            .map_err(failed)?;
+        set_head(name, &partial).await
+    }
+    .await;
+    if let Err(err) = made {
+        let _ = remove_dir_if_present(&partial).await;
+        return Err(err);
+    }
+    tokio::fs::rename(&partial, cache).await.map_err(io(cache))
+}
+
+async fn remove_dir_if_present(path: &Path) -> io::Result<()> {
+    match tokio::fs::remove_dir_all(path).await {
+        Err(err) if err.kind() != ErrorKind::NotFound => Err(err),
+        _ => Ok(()),
+    }
+}
+
+/// Fetches into the cache and updates `origin/HEAD`.
+async fn update(name: &str, cache: &Path) -> Result<(), CheckoutError> {
+    let fetch = ["fetch", "--quiet", "--prune", "origin"];
+    git_within(cache, &fetch, FETCH_TIMEOUT)
+        .await
+        .map_err(|source| CheckoutError::Fetch {
+            name: name.to_owned(),
+            source,
+        })?;
+    set_head(name, cache).await
+}
+
+/// `git remote set-head origin --auto`; when the remote does not answer,
+/// the `origin/HEAD` already known will do.
+async fn set_head(name: &str, repo: &Path) -> Result<(), CheckoutError> {
+    let set = git(repo, &["remote", "set-head", "origin", "--auto"]).await;
+    let head = [
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        "refs/remotes/origin/HEAD^{commit}",
+    ];
+    match (git(repo, &head).await, set) {
+        (Ok(_), Ok(_)) => Ok(()),
+        (Ok(_), Err(err)) => {
+            tracing::warn!(repo = name, %err, "keeping the default branch known before");
+            Ok(())
+        }
+        (Err(_), set) => Err(CheckoutError::NoDefaultBranch {
+            name: name.to_owned(),
+            reason: set.err().map(|err| err.to_string()),
+        }),
+    }
+}
+
+/// `git worktree add` of `cache` at `path` on `branch`.
+async fn add_worktree(
+    name: &str,
+    cache: &Path,
+    path: &Path,
+    branch: &str,
+) -> Result<(), CheckoutError> {
+    let failed = |source| CheckoutError::Worktree {
+        name: name.to_owned(),
+        source,
+    };
+    let Some(at) = path.to_str() else {
+        return Err(CheckoutError::Io {
+            name: name.to_owned(),
+            path: path.to_owned(),
+            source: io::Error::new(ErrorKind::InvalidInput, "the path is not UTF-8"),
+        });
+    };
+    // Forget worktrees whose folders were deleted, and their branches.
+    git(cache, &["worktree", "prune"]).await.map_err(failed)?;
+    let local = format!("refs/heads/{branch}");
+    let exists = match git(cache, &["rev-parse", "--verify", "--quiet", &local]).await {
+        Ok(_) => true,
+        Err(GitError::Failed { .. }) => false,
+        Err(other) => return Err(failed(other)),
+    };
+    let args = if exists {
+        let list = git(cache, &["worktree", "list", "--porcelain"])
+            .await
+            .map_err(failed)?;
+        if let Some(elsewhere) = checked_out_at(&list, &local) {
+            return Err(CheckoutError::BranchInUse {
+                name: name.to_owned(),
+                branch: branch.to_owned(),
+                path: elsewhere,
+            });
+        }
+        vec!["worktree", "add", "--quiet", "--", at, branch]
+    } else {
+        let start = "refs/remotes/origin/HEAD";
+        vec![
+            "worktree",
+            "add",
+            "--quiet",
+            "--no-track",
+            "-b",
+            branch,
+            "--",
+            at,
+            start,
+        ]
+    };
+    if let Err(source) = git_within(cache, &args, WORKTREE_TIMEOUT).await {
+        // Only a worktree this call registered can be removed this way.
+        let _ = git(cache, &["worktree", "remove", "--force", "--", at]).await;
+        return Err(failed(source));
+    }
+    Ok(())
+}
+
+/// The worktree that has `local` (`refs/heads/...`) checked out, from
+/// `git worktree list --porcelain`.
+fn checked_out_at(list: &str, local: &str) -> Option<PathBuf> {
+    let mut current = None;
+    for line in list.lines() {
+        if let Some(path) = line.strip_prefix("worktree ") {
+            current = Some(path);
+        } else if line.strip_prefix("branch ") == Some(local) {
+            return current.map(PathBuf::from);
+        }
+    }
+    None
+}
+
+/// A name `git check-ref-format --branch` accepts, not starting with '-'.
+fn is_branch_name(branch: &str) -> bool {
+    let bad_char =
+        |c: char| c.is_control() || matches!(c, ' ' | '~' | '^' | ':' | '?' | '*' | '[' | '\\');
+    !branch.is_empty()
+        && branch.len() <= 200
+        && branch != "@"
+        && branch != "HEAD"
+        && !branch.starts_with('-')
+        && !branch.ends_with('.')
+        && !["..", "@{"].iter().any(|bad| branch.contains(bad))
+        && !branch.chars().any(bad_char)
+        && branch
+            .split('/')
+            .all(|part| !part.is_empty() && !part.starts_with('.') && !part.ends_with(".lock"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::git::test_support::{run, s, write};
+    use std::os::unix::fs::MetadataExt;
+
+    /// Two remotes, `acme/api.git` and `acme/web.git` (bare, with `main`),
+    /// a workspace of them with its cache in the temporary directory, and
+    /// room for session directories.
+    struct Fixture {
+        _tmp: tempfile::TempDir,
+        root: PathBuf,
+        workspace: Workspace,
+    }
+
+    fn remote(root: &Path, owner_repo: &str, file: &str) -> PathBuf {
+        let bare = root.join("remotes").join(format!("{owner_repo}.git"));
+        run(root, &["init", "-q", "--bare", "-b", "main", s(&bare)]);
+        let seed = root.join("seeds").join(owner_repo);
+        run(root, &["init", "-q", "-b", "main", s(&seed)]);
+        write(&seed.join(file), "first\n");
+        run(&seed, &["add", "."]);
+        run(&seed, &["commit", "-q", "-m", "first"]);
+        run(&seed, &["push", "-q", s(&bare), "main"]);
+        bare
+    }
+
+    fn fixture() -> Fixture {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let root = std::fs::canonicalize(tmp.path()).expect("canonical");
+        let api = remote(&root, "acme/api", "api.txt");
+        let web = remote(&root, "acme/web", "web.txt");
+        let config = WorkspaceConfig {
+            file: None,
+            cache_dir: Some("cache".into()),
+            repos: vec![
+                RepoDef {
+                    name: "api".into(),
+                    url: s(&api).into(),
+                    published: true,
+                },
+                RepoDef {
+                    name: "web".into(),
+                    url: format!("file://{}", s(&web)),
+                    published: true,
+                },
+            ],
+        };
+        let workspace = Workspace::from_config(&config, &root)
+            .expect("config")
+            .expect("defined");
+        Fixture {
+            _tmp: tmp,
+            root,
+            workspace,
+        }
+    }
+
+    impl Fixture {
+        fn session(&self, name: &str) -> PathBuf {
+            let dir = self.root.join("sessions").join(name);
+            std::fs::create_dir_all(&dir).expect("mkdir session");
+            dir
+        }
+
+        async fn checkout(&self, name: &str, session: &Path, branch: &str) -> Checkout {
+            let repo = self.workspace.resolve(name).expect("resolve").clone();
+            self.workspace
+                .checkout(&repo, session, branch)
+                .await
+                .expect("checkout")
+        }
+
+        fn cache(&self, name: &str) -> PathBuf {
+            self.root.join("cache").join(format!("{name}.git"))
+        }
+
+        /// Pushes a commit adding `file` to `owner_repo`'s remote; returns
+        /// its id.
+        fn push(&self, owner_repo: &str, file: &str) -> String {
+            let seed = self.root.join("seeds").join(owner_repo);
+            write(&seed.join(file), "later\n");
+            run(&seed, &["add", "."]);
+            run(&seed, &["commit", "-q", "-m", file]);
+            let bare = self.root.join("remotes").join(format!("{owner_repo}.git"));
+            run(&seed, &["push", "-q", s(&bare), "main"]);
+            run(&seed, &["rev-parse", "HEAD"])
+        }
+    }
+
+    #[tokio::test]
+    async fn the_first_checkout_clones_and_adds_a_worktree_on_the_session_branch() {
+        let f = fixture();
+        let session = f.session("s1");
+        let got = f
+            .checkout("api", &session, "calvin/1700000000.000100")
+            .await;
+        assert_eq!(
+            got,
+            Checkout {
+                name: "api".into(),
+                path: session.join("api"),
+                branch: "calvin/1700000000.000100".into(),
+                already: false,
+                cloned: true,
+            }
+        );
+        assert_eq!(
+            std::fs::read_to_string(session.join("api/api.txt")).expect("file"),
+            "first\n"
+        );
+        let wt = session.join("api");
+        assert_eq!(
+            run(&wt, &["rev-parse", "--abbrev-ref", "HEAD"]),
+            "calvin/1700000000.000100"
+        );
+        assert_eq!(
+            run(&wt, &["rev-parse", "HEAD"]),
+            run(&wt, &["rev-parse", "origin/main"])
+        );
+        // No upstream: pushing the session branch never pushes to main.
+        assert!(
+            std::process::Command::new("git")
+                .args(["rev-parse", "--abbrev-ref", "@{upstream}"])
+                .current_dir(&wt)
+                .output()
+                .is_ok_and(|out| !out.status.success())
+        );
+        let cache = f.cache("api");
+        assert_eq!(run(&cache, &["rev-parse", "--is-bare-repository"]), "true");
+        assert_eq!(
+            run(&cache, &["config", "--get-all", "remote.origin.fetch"]),
+            "+refs/heads/*:refs/remotes/origin/*"
+        );
+        assert_eq!(
+            run(&cache, &["symbolic-ref", "refs/remotes/origin/HEAD"]),
+            "refs/remotes/origin/main"
+        );
+        assert_eq!(
+            run(
+                &cache,
+                &["for-each-ref", "--format=%(refname)", "refs/heads/"]
+            ),
+            "refs/heads/calvin/1700000000.000100"
+        );
+        assert!(!f.root.join("cache/.api.git.partial").exists());
+    }
+
+    #[tokio::test]
+    async fn a_repeat_returns_the_checkout_as_it_is() {
+        let f = fixture();
+        let session = f.session("s1");
+        f.checkout("api", &session, "calvin/1").await;
+        write(&session.join("api/work.txt"), "in progress\n");
+        let head = run(&session.join("api"), &["rev-parse", "HEAD"]);
+        f.push("acme/api", "later.txt");
+        let again = f.checkout("API", &session, "calvin/other").await;
+        assert_eq!(
+            again,
+            Checkout {
+                name: "api".into(),
+                path: session.join("api"),
+                branch: "calvin/1".into(),
+                already: true,
+                cloned: false,
+            }
+        );
+        assert_eq!(run(&session.join("api"), &["rev-parse", "HEAD"]), head);
+        assert!(session.join("api/work.txt").exists());
+        assert!(!session.join("api/later.txt").exists());
+    }
+
+    #[tokio::test]
+    async fn a_second_session_gets_its_own_worktree_and_the_remotes_new_commits() {
+        let f = fixture();
+        let (s1, s2) = (f.session("s1"), f.session("s2"));
+        f.checkout("api", &s1, "calvin/1").await;
+        let later = f.push("acme/api", "later.txt");
+        let second = f.checkout("acme/API", &s2, "calvin/2").await;
+        assert!(!second.cloned && !second.already, "{second:?}");
+        assert_eq!(second.branch, "calvin/2");
+        assert_eq!(run(&s2.join("api"), &["rev-parse", "HEAD"]), later);
+        assert!(s2.join("api/later.txt").exists());
+        assert!(!s1.join("api/later.txt").exists());
+        let list = run(&f.cache("api"), &["worktree", "list", "--porcelain"]);
+        assert_eq!(
+            list.matches("\nbranch refs/heads/calvin/").count(),
+            2,
+            "{list}"
+        );
+
+        // The other repository is cloned on its own.
+        let web = f.checkout("web", &s2, "calvin/2").await;
+        assert!(web.cloned);
+        assert!(s2.join("web/web.txt").exists());
+    }
+
+    #[tokio::test]
+    async fn an_existing_branch_is_reused_unless_checked_out() {
+        let f = fixture();
+        let (s1, s2, s3) = (f.session("s1"), f.session("s2"), f.session("s3"));
+        f.checkout("api", &s1, "calvin/1").await;
+        let repo = f.workspace.resolve("api").expect("api").clone();
+        let err = f
+            .workspace
+            .checkout(&repo, &s2, "calvin/1")
+            .await
+            .expect_err("in use");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "cannot check out api: branch calvin/1 is already checked out at {}",
+                s1.join("api").display()
+            )
+        );
+        assert!(!s2.join("api").exists());
+        write(&s1.join("api/kept.txt"), "kept\n");
+        run(&s1.join("api"), &["add", "kept.txt"]);
+        run(&s1.join("api"), &["commit", "-q", "-m", "kept"]);
+        std::fs::remove_dir_all(&s1).expect("session gone");
+        let got = f.checkout("api", &s3, "calvin/1").await;
+        assert_eq!(got.branch, "calvin/1");
+        assert!(s3.join("api/kept.txt").exists());
+        for bad in [
+            "", "-x", "a..b", "a b", "x.lock", "a/.b", "HEAD", "a//b", "a:b",
+        ] {
+            let err = f.workspace.checkout(&repo, &s2, bad).await.expect_err(bad);
+            assert!(
+                matches!(err, CheckoutError::BadBranch { .. }),
+                "{bad}: {err:?}"
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn two_sessions_racing_for_one_repository_both_succeed() {
+        let f = fixture();
+        let (s1, s2) = (f.session("s1"), f.session("s2"));
+        let repo = f.workspace.resolve("api").expect("api").clone();
+        let (a, b) = tokio::join!(
+            f.workspace.checkout(&repo, &s1, "calvin/1"),
+            f.workspace.checkout(&repo, &s2, "calvin/2"),
+        );
+        let (a, b) = (a.expect("first"), b.expect("second"));
+        assert_eq!(u8::from(a.cloned) + u8::from(b.cloned), 1, "{a:?} {b:?}");
+        assert_eq!(
+            (a.branch.as_str(), b.branch.as_str()),
+            ("calvin/1", "calvin/2")
+        );
+        assert!(s1.join("api/api.txt").exists() && s2.join("api/api.txt").exists());
+        let cache_entries: Vec<String> = std::fs::read_dir(f.root.join("cache"))
+            .expect("cache")
+            .map(|entry| {
+                entry
+                    .expect("entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        let mut sorted = cache_entries.clone();
+        sorted.sort();
+        assert_eq!(sorted, ["api.git", "api.lock"]);
+
+        // The same session twice at once: one adds it, the other finds it.
+        let s3 = f.session("s3");
+        let (c, d) = tokio::join!(
+            f.workspace.checkout(&repo, &s3, "calvin/3"),
+            f.workspace.checkout(&repo, &s3, "calvin/3"),
+        );
+        let (c, d) = (c.expect("third"), d.expect("fourth"));
+        assert!(c.already != d.already, "{c:?} {d:?}");
+    }
+
+    #[tokio::test]
+    async fn something_else_at_the_path_is_refused() {
+        let f = fixture();
+        let session = f.session("s1");
+        write(&session.join("api/notes.txt"), "mine\n");
+        let repo = f.workspace.resolve("api").expect("api").clone();
+        let err = f
+            .workspace
+            .checkout(&repo, &session, "calvin/1")
+            .await
+            .expect_err("occupied");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{} already exists and is not a checkout of api: move it away, then call checkout_repo again",
+                session.join("api").display()
+            )
+        );
+        assert_eq!(
+            std::fs::read_to_string(session.join("api/notes.txt")).expect("kept"),
+            "mine\n"
+        );
+        // A clone of the same remote is not a worktree of the cache either.
+        let other = f.session("s2");
+        let remote = f.root.join("remotes/acme/api.git");
+        run(&other, &["clone", "-q", s(&remote), "api"]);
+        let err = f
+            .workspace
+            .checkout(&repo, &other, "calvin/2")
+            .await
+            .expect_err("a clone");
+        assert!(matches!(err, CheckoutError::Occupied { .. }), "{err:?}");
+        // A file, too.
+        let third = f.session("s3");
+        write(&third.join("api"), "a file\n");
+        let err = f
+            .workspace
+            .checkout(&repo, &third, "calvin/3")
+            .await
+            .expect_err("a file");
+        assert!(matches!(err, CheckoutError::Occupied { .. }), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn a_failed_clone_leaves_no_cache() {
+        let f = fixture();
+        let config = WorkspaceConfig {
+            file: None,
+            cache_dir: Some(f.root.join("cache")),
+            repos: vec![RepoDef {
+                name: "gone".into(),
+                url: s(&f.root.join("remotes/acme/gone.git")).into(),
+                published: true,
+            }],
+        };
+        let workspace = Workspace::from_config(&config, &f.root)
+            .expect("config")
+            .expect("defined");
+        let repo = workspace.resolve("gone").expect("gone").clone();
+        let session = f.session("s1");
+        let err = workspace
+            .checkout(&repo, &session, "calvin/1")
+            .await
+            .expect_err("no remote");
+        assert!(matches!(err, CheckoutError::Clone { .. }), "{err:?}");
+        assert!(
+            err.to_string()
+                .starts_with("cannot clone gone: git fetch failed: "),
+            "{err}"
+        );
+        assert!(!f.root.join("cache/gone.git").exists());
+        assert!(!f.root.join("cache/.gone.git.partial").exists());
+        assert!(!session.join("gone").exists());
+    }
+
+    #[test]
+    fn names_and_owner_names_resolve_ignoring_case() {
+        let f = fixture();
+        assert_eq!(f.workspace.resolve("API").expect("name").name, "api");
+        assert_eq!(
+            f.workspace.resolve("Acme/Web").expect("owner/name").name,
+            "web"
+        );
+        assert_eq!(
+            f.workspace.resolve("acme/nope"),
+            Err(ResolveError::Unknown("acme/nope".into()))
+        );
+        assert_eq!(
+            f.workspace.resolve("Nope").map_err(|e| e.to_string()),
+            Err("no repository Nope in this workspace; the list is in AGENTS.md".into())
+        );
+        assert_eq!(
+            owner_name("https://u:p@github.com/acme/api.git/").as_deref(),
+            Some("acme/api")
+        );
+        assert_eq!(
+            owner_name("git@github.com:acme/api.git").as_deref(),
+            Some("acme/api")
+        );
+        assert_eq!(
+            owner_name("ssh://git@host:22/acme/api").as_deref(),
+            Some("acme/api")
+        );
+        assert_eq!(
+            owner_name("file:///srv/git/acme/api.git").as_deref(),
+            Some("acme/api")
+        );
+        assert_eq!(
+            owner_name("/srv/git/acme/api.git").as_deref(),
+            Some("acme/api")
+        );
+        assert_eq!(owner_name("../api.git"), None);
+        assert_eq!(owner_name("git@host:api.git"), None);
+    }
+
+    #[test]
+    fn unpublished_repositories_are_listed_but_not_resolved() {
+        let config: WorkspaceConfig = toml::from_str(
+            "cache_dir = \"/c\"\n[[repos]]\nname = \"Tools\"\nurl = \"git@github.com:acme/tools.git\"\npublished = false\n",
+        )
+        .expect("toml");
+        let workspace = Workspace::from_config(&config, Path::new("/etc"))
+            .expect("config")
+            .expect("defined");
+        assert_eq!(
+            workspace.resolve("acme/tools").map_err(|e| e.to_string()),
+            Err("acme/tools is not published yet".into())
+        );
+        assert_eq!(
+            workspace.resolve("tools"),
+            Err(ResolveError::NotPublished("tools".into()))
+        );
+        assert_eq!(workspace.repos().count(), 1);
+        assert_eq!(workspace.cache_dir(), Path::new("/c"));
+    }
+
+    #[test]
+    fn agents_md_keeps_the_list_between_its_markers() {
+        let f = fixture();
+        let session = f.session("s1");
+        let agents = session.join("AGENTS.md");
+        f.workspace.write_agents_md(&session).expect("create");
+        let made = std::fs::read_to_string(&agents).expect("read");
+        assert_eq!(
+            made,
+            format!(
+                "{BEGIN_MARKER}\n## Workspace repositories\n\nThe checkout_repo tool adds these repositories to the session directory, each as a git worktree on the session's branch; give it the name or owner/name.\n\n- `api` (acme/api): published\n- `web` (acme/web): published\n{END_MARKER}\n"
+            )
+        );
+
+        // Unchanged: not rewritten.
+        let before = std::fs::metadata(&agents).expect("stat");
+        f.workspace.write_agents_md(&session).expect("again");
+        let after = std::fs::metadata(&agents).expect("stat");
+        assert_eq!(
+            (before.ino(), before.mtime_nsec()),
+            (after.ino(), after.mtime_nsec())
+        );
+
+        // Text around the block stays byte for byte; the block is replaced.
+        let edited = format!(
+            "# Rules\r\nBe kind.\n\n{BEGIN_MARKER}\nstale list\n{END_MARKER}\nAfter.\nno newline"
+        );
+        std::fs::write(&agents, &edited).expect("write");
+        f.workspace.write_agents_md(&session).expect("update");
+        let updated = std::fs::read_to_string(&agents).expect("read");
+        let block = made.trim_end();
+        assert_eq!(
+            updated,
+            format!("# Rules\r\nBe kind.\n\n{block}\nAfter.\nno newline")
+        );
+
+        // No markers: appended after a blank line.
+        std::fs::write(&agents, "# Rules\nBe kind.").expect("write");
+        f.workspace.write_agents_md(&session).expect("append");
+        assert_eq!(
+            std::fs::read_to_string(&agents).expect("read"),
+            format!("# Rules\nBe kind.\n\n{made}")
+        );
+        // A begin marker without its end: only that line is replaced.
+        std::fs::write(&agents, format!("a\n{BEGIN_MARKER}\nb\n")).expect("write");
+        f.workspace.write_agents_md(&session).expect("lone marker");
+        assert_eq!(
+            std::fs::read_to_string(&agents).expect("read"),
+            format!("a\n{made}b\n")
+        );
+        let leftovers = std::fs::read_dir(&session)
+            .expect("ls")
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+            })
+            .count();
+        assert_eq!(leftovers, 0);
+    }
+
+    #[test]
+    fn agents_md_as_a_symlink_is_followed_inside_only() {
+        let f = fixture();
+        let session = f.session("s1");
+        std::fs::write(session.join("CLAUDE.md"), "# Claude\n").expect("write");
+        std::os::unix::fs::symlink("CLAUDE.md", session.join("AGENTS.md")).expect("symlink");
+        f.workspace
+            .write_agents_md(&session)
+            .expect("through the link");
+        assert!(
+            std::fs::symlink_metadata(session.join("AGENTS.md"))
+                .expect("stat")
+                .file_type()
+                .is_symlink()
+        );
+        let text = std::fs::read_to_string(session.join("CLAUDE.md")).expect("read");
+        assert!(
+            text.starts_with("# Claude\n\n<!-- calvin:workspace-repos begin"),
+            "{text}"
+        );
+
+        let other = f.session("s2");
+        let outside = f.root.join("outside.md");
+        std::fs::write(&outside, "outside\n").expect("write");
+        std::os::unix::fs::symlink(&outside, other.join("AGENTS.md")).expect("symlink");
+        let err = f.workspace.write_agents_md(&other).expect_err("outside");
+        assert!(
+            err.to_string().contains("outside the session directory"),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&outside).expect("read"),
+            "outside\n"
+        );
+    }
+
+    #[test]
+    fn config_errors() {
+        let dir = Path::new("/etc/calvin");
+        let def = |name: &str, url: &str| RepoDef {
+            name: name.into(),
+            url: url.into(),
+            published: true,
+        };
+        let inline = |repos: Vec<RepoDef>| WorkspaceConfig {
+            file: None,
+            cache_dir: None,
+            repos,
+        };
+        let err = |config: &WorkspaceConfig| {
+            Workspace::from_config(config, dir)
+                .expect_err("refused")
+                .to_string()
+        };
+        assert!(
+            Workspace::from_config(&WorkspaceConfig::default(), dir)
+                .expect("empty")
+                .is_none()
+        );
+        assert_eq!(
+            err(&inline(vec![
+                def("api", "/r/a/api"),
+                def("API", "/r/b/other")
+            ])),
+            "the workspace repositories \"api\" and \"API\" have the same name (names are compared ignoring case)"
+        );
+        for bad in ["", ".hidden", "..", "a/b", "a b", "ünï", &"x".repeat(101)] {
+            assert_eq!(
+                err(&inline(vec![def(bad, "/r/a/api")])),
+                format!(
+                    "the workspace repository name {bad:?} cannot be a folder name: use 1 to 100 of A-Z, a-z, 0-9, '.', '_' and '-', not starting with '.'"
+                )
+            );
+        }
+        assert_eq!(
+            err(&inline(vec![
+                def("a", "https://github.com/acme/api"),
+                def("b", "git@gitlab.com:ACME/api.git")
+            ])),
+            "the workspace repositories a and b are both ACME/api (compared ignoring case): checkout_repo could not tell them apart by owner/name"
+        );
+        assert_eq!(
+            err(&inline(vec![def("a", "--upload-pack=evil")])),
+            "the workspace repository a has no usable url (empty, or starting with '-')"
+        );
+        let both = WorkspaceConfig {
+            file: Some("repos.toml".into()),
+            cache_dir: None,
+            repos: vec![def("api", "/r/a/api")],
+        };
+        assert_eq!(
+            err(&both),
+            "[workspace] lists repositories both inline ([[workspace.repos]]) and in file = repos.toml: keep one of the two"
+        );
+        let unknown = toml::from_str::<WorkspaceConfig>("repo = []");
+        assert!(unknown.is_err());
+        let default_cache = Workspace::from_config(&inline(vec![def("api", "/r/a/api")]), dir)
+            .expect("config")
+            .expect("defined");
+        assert!(default_cache.cache_dir().ends_with("calvin/repos"));
+    }
+
+    #[test]
+    fn a_relative_file_is_read_from_the_config_folder() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let config_dir = tmp.path().join("etc");
+        write(
+            &config_dir.join("ws/repos.toml"),
+            "[[repos]]\nname = \"api\"\nurl = \"https://github.com/acme/api\"\n\n[[repos]]\nname = \"web\"\nurl = \"git@github.com:acme/web.git\"\npublished = false\n",
+        );
+        let config: WorkspaceConfig =
+            toml::from_str("file = \"ws/repos.toml\"\ncache_dir = \"cache\"\n").expect("toml");
+        let workspace = Workspace::from_config(&config, &config_dir)
+            .expect("config")
+            .expect("defined");
+        let names: Vec<&str> = workspace.repos().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["api", "web"]);
+        assert_eq!(workspace.cache_dir(), config_dir.join("cache"));
+
+        let missing = WorkspaceConfig {
+            file: Some("nope.toml".into()),
+            ..WorkspaceConfig::default()
+        };
+        let err = Workspace::from_config(&missing, &config_dir).expect_err("missing");
+        assert!(
+            err.to_string().starts_with(&format!(
+                "cannot read the workspace file {}: ",
+                config_dir.join("nope.toml").display()
+            )),
+            "{err}"
+        );
+        write(&config_dir.join("empty.toml"), "");
+        let empty = WorkspaceConfig {
+            file: Some("empty.toml".into()),
+            ..WorkspaceConfig::default()
+        };
+        let err = Workspace::from_config(&empty, &config_dir).expect_err("empty");
+        assert!(matches!(err, WorkspaceError::NoRepos { .. }), "{err:?}");
+        write(
+            &config_dir.join("typo.toml"),
+            "[[repos]]\nname = \"a\"\nurl = \"/x\"\npublish = true\n",
+        );
+        let typo = WorkspaceConfig {
+            file: Some("typo.toml".into()),
+            ..WorkspaceConfig::default()
+        };
+        let err = Workspace::from_config(&typo, &config_dir).expect_err("typo");
+        assert!(matches!(err, WorkspaceError::ParseFile { .. }), "{err:?}");
+        assert!(err.to_string().contains("publish"), "{err}");
+    }
+}
