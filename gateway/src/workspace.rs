@@ -49,7 +49,7 @@ pub const WORKTREE_TIMEOUT: Duration = Duration::from_secs(300);
 pub const MAX_NAME_LEN: usize = 100;
 
 /// The line that opens the repository list in `AGENTS.md`; any line
-/// starting with [`BEGIN_PREFIX`] is taken for it.
+/// starting with `<!-- calvin:workspace-repos begin` is taken for it.
 pub const BEGIN_MARKER: &str =
     "<!-- calvin:workspace-repos begin: written by calvin-gateway, edits here are replaced -->";
 const BEGIN_PREFIX: &str = "<!-- calvin:workspace-repos begin";
