@@ -57,8 +57,70 @@ pub enum ChatError {
     Transport(String),
 }
 
-/// Posting into threads: what send_file and post_card need. Later tools add
-/// methods here.
+/// The workspace the bot belongs to (Slack's auth.test).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workspace {
+    /// The host of its permalinks, e.g. `acme.slack.com`.
+    pub host: String,
+    /// The bot's own user id.
+    pub bot_user: String,
+}
+
+/// What the tools need to know of a conversation (conversations.info).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conversation {
+    pub id: String,
+    pub name: Option<String>,
+    pub is_private: bool,
+    /// A direct message between two people (or a person and the bot).
+    pub is_im: bool,
+    /// A group direct message.
+    pub is_mpim: bool,
+    /// Whether the bot is a member.
+    pub is_member: bool,
+}
+
+impl Conversation {
+    /// A channel anyone in the workspace can read.
+    pub fn is_public(&self) -> bool {
+        !self.is_private && !self.is_im && !self.is_mpim
+    }
+
+    /// How to name it in a sentence: `#name`, or the id.
+    pub fn label(&self) -> String {
+        match &self.name {
+            Some(name) if !self.is_im && !self.is_mpim => format!("#{name}"),
+            _ => self.id.clone(),
+        }
+    }
+}
+
+/// A message read back from a thread (conversations.replies).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadMessage {
+    pub ts: String,
+    pub thread_ts: Option<String>,
+    /// The author, for a person's message.
+    pub user: Option<String>,
+    /// The bot that posted it, for an app's message.
+    pub bot_id: Option<String>,
+    pub text: String,
+}
+
+/// A message to post: text (mrkdwn) and optional Block Kit blocks.
+#[derive(Debug, Clone, Copy)]
+pub struct Text<'a> {
+    pub text: &'a str,
+    pub blocks: Option<&'a Value>,
+}
+
+impl<'a> Text<'a> {
+    pub fn plain(text: &'a str) -> Self {
+        Self { text, blocks: None }
+    }
+}
+
+/// The chat platform as the tools use it.
 #[async_trait::async_trait]
 pub trait ChatBackend: Send + Sync + 'static {
     /// Uploads a file into the thread (Slack: files.getUploadURLExternal,
@@ -74,4 +136,57 @@ pub trait ChatBackend: Send + Sync + 'static {
         text: &str,
         blocks: &Value,
     ) -> Result<Posted, ChatError>;
+
+    /// The workspace and the bot (auth.test).
+    async fn workspace(&self) -> Result<Workspace, ChatError>;
+
+    /// A conversation's kind and whether the bot is in it
+    /// (conversations.info).
+    async fn conversation(&self, channel: &str) -> Result<Conversation, ChatError>;
+
+    /// Every member of a conversation (conversations.members, all pages).
+    async fn members(&self, channel: &str) -> Result<Vec<String>, ChatError>;
+
+    /// The whole thread of the message `ts` (its parent or any reply):
+    /// parent first, then the replies, oldest first
+    /// (conversations.replies, all pages).
+    async fn replies(&self, channel: &str, ts: &str) -> Result<Vec<ThreadMessage>, ChatError>;
+
+    /// A message's permalink (chat.getPermalink).
+    async fn permalink(&self, channel: &str, ts: &str) -> Result<String, ChatError>;
+
+    /// Posts a message (chat.postMessage) into `channel`, as a reply in
+    /// `thread_ts` when given, with Slack's own parsing of the text off
+    /// (`parse: none`, `link_names: false`): only mentions written in
+    /// Slack's `<...>` syntax notify anyone.
+    async fn post(
+        &self,
+        channel: &str,
+        thread_ts: Option<&str>,
+        message: Text<'_>,
+    ) -> Result<Posted, ChatError>;
+
+    /// Replaces the text and blocks of one of the bot's messages
+    /// (chat.update).
+    async fn update(&self, channel: &str, ts: &str, message: Text<'_>) -> Result<(), ChatError>;
+
+    /// Shows `text` to `user` alone (chat.postEphemeral).
+    async fn post_ephemeral(
+        &self,
+        channel: &str,
+        user: &str,
+        thread_ts: Option<&str>,
+        text: &str,
+    ) -> Result<(), ChatError>;
+
+    /// Opens a modal for the person whose interaction gave `trigger_id`
+    /// (views.open); the view's id.
+    async fn open_view(&self, trigger_id: &str, view: &Value) -> Result<String, ChatError>;
+
+    /// The bot's direct-message conversation with `user`
+    /// (conversations.open).
+    async fn open_dm(&self, user: &str) -> Result<String, ChatError>;
+
+    /// A person's display name (users.info), for showing who wrote what.
+    async fn user_name(&self, user: &str) -> Result<String, ChatError>;
 }

@@ -7,6 +7,13 @@
 //! [slack]
 //! api_url = "https://slack.com/api/"       # the default
 //! # bot_token = "xoxb-..."                 # or the environment's SLACK_BOT_TOKEN
+//! # app_token = "xapp-..."                 # or SLACK_APP_TOKEN: Socket Mode (`serve` only)
+//! # socket_connections = 2                 # Socket Mode WebSockets held open (1..10)
+//! # reconnect_secs = 5                     # wait between failed Socket Mode connects
+//!
+//! [daemon]                         # `mcp`: the `serve` daemon that receives Slack's events
+//! # url = "http://127.0.0.1:8765"
+//! # token_file = "~/.local/state/calvin/gateway.token"   # or CALVIN_DAEMON_TOKEN
 //!
 //! [uploads]
 //! enabled = true                   # false: send_file refuses, and says so
@@ -14,6 +21,22 @@
 //!
 //! [secrets]
 //! store_dir = "/var/lib/calvin-gateway/secrets"   # key: the environment's SP_STORE_KEY
+//! # runtime_dir = "$XDG_RUNTIME_DIR/calvin/sessions"   # the sessions' env files (BASH_ENV)
+//!
+//! [spawn]
+//! code_channels = []               # spawn_thread from these posts into the owner's DM
+//!
+//! [launcher]                       # spawn_thread starts sessions with this (no shell)
+//! command = ["start-session", "--channel", "{channel}", "--thread-ts", "{thread_ts}"]
+//! timeout_secs = 30
+//!
+//! [workspace]                      # checkout_repo's definition
+//! # file = "workspace.toml"        # [[repos]] entries; or inline:
+//! # cache_dir = "~/.local/state/calvin/repos"
+//! # [[workspace.repos]]
+//! # name = "web"
+//! # url = "https://github.com/acme/web.git"
+//! # published = true
 //!
 //! [serve]                          # calvin-gateway serve
 //! listen = "127.0.0.1:8765"        # loopback only
@@ -25,6 +48,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use crate::workspace::WorkspaceConfig;
 
 /// Which tools exist and which refuse (the spec's availability table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -62,6 +87,18 @@ pub struct GatewayConfig {
     pub secrets: SecretsConfig,
     #[serde(default)]
     pub serve: ServeConfig,
+    #[serde(default)]
+    pub daemon: DaemonConfig,
+    #[serde(default)]
+    pub spawn: SpawnConfig,
+    #[serde(default)]
+    pub launcher: LauncherConfig,
+    #[serde(default)]
+    pub workspace: WorkspaceConfig,
+    /// The folder of the file this was read from (relative paths in it
+    /// start there).
+    #[serde(skip)]
+    pub dir: PathBuf,
 }
 
 #[derive(Debug, Deserialize)]
@@ -69,6 +106,13 @@ pub struct GatewayConfig {
 pub struct SlackConfig {
     pub api_url: String,
     pub bot_token: Option<String>,
+    /// The app-level token (`xapp-...`) Socket Mode connects with.
+    pub app_token: Option<String>,
+    /// How many Socket Mode WebSockets the daemon keeps open (Slack
+    /// allows 10; each event arrives on one of them).
+    pub socket_connections: u32,
+    /// How long to wait after a failed Socket Mode connect.
+    pub reconnect_secs: u64,
 }
 
 impl Default for SlackConfig {
@@ -76,9 +120,56 @@ impl Default for SlackConfig {
         Self {
             api_url: "https://slack.com/api/".into(),
             bot_token: None,
+            app_token: None,
+            socket_connections: 2,
+            reconnect_secs: 5,
         }
     }
 }
+
+/// Where a stdio gateway finds the `serve` daemon that receives Slack's
+/// events.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    pub url: Option<String>,
+    pub token_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SpawnConfig {
+    /// Channels whose spawned threads go to the owner's DM instead.
+    pub code_channels: Vec<String>,
+}
+
+/// How spawn_thread starts a session: an argv template.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LauncherConfig {
+    pub command: Vec<String>,
+    pub timeout_secs: u64,
+}
+
+impl Default for LauncherConfig {
+    fn default() -> Self {
+        Self {
+            command: vec![],
+            timeout_secs: 30,
+        }
+    }
+}
+
+/// The placeholders a launcher template may use.
+pub const LAUNCHER_PLACEHOLDERS: [&str; 7] = [
+    "channel",
+    "thread_ts",
+    "owner",
+    "model",
+    "permission_mode",
+    "brief",
+    "task",
+];
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -103,6 +194,10 @@ impl Default for UploadsConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct SecretsConfig {
     pub store_dir: Option<PathBuf>,
+    /// Where each session's env file (its secrets, for BASH_ENV) is kept
+    /// by default: `$XDG_RUNTIME_DIR/calvin/sessions`, else a 0700
+    /// folder of this user's under the temp directory.
+    pub runtime_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -148,6 +243,18 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("[slack] socket_connections must be from 1 to 10, got {0}")]
+    SocketConnections(u32),
+    #[error("[launcher] command: {0}")]
+    Launcher(String),
+    #[error("[spawn] code_channels: {0:?} is not a Slack channel id (C…, G…)")]
+    CodeChannel(String),
+    #[error("[daemon] url = {0:?}: the daemon is reached over plain http on loopback only")]
+    DaemonUrl(String),
+    #[error("no token for the daemon at {url}: {reason}")]
+    DaemonToken { url: String, reason: String },
+    #[error("[workspace]: {0}")]
+    Workspace(String),
 }
 
 impl GatewayConfig {
@@ -156,10 +263,15 @@ impl GatewayConfig {
             path: path.to_owned(),
             source,
         })?;
-        let config: GatewayConfig = toml::from_str(&text).map_err(|source| ConfigError::Parse {
-            path: path.to_owned(),
-            source,
-        })?;
+        let mut config: GatewayConfig =
+            toml::from_str(&text).map_err(|source| ConfigError::Parse {
+                path: path.to_owned(),
+                source,
+            })?;
+        config.dir = std::path::absolute(path)
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_owned))
+            .unwrap_or_default();
         config.check()?;
         Ok(config)
     }
@@ -174,7 +286,92 @@ impl GatewayConfig {
         if !self.serve.listen.ip().is_loopback() {
             return Err(ConfigError::NotLoopback(self.serve.listen));
         }
+        if !(1..=10).contains(&self.slack.socket_connections) {
+            return Err(ConfigError::SocketConnections(
+                self.slack.socket_connections,
+            ));
+        }
+        check_launcher(&self.launcher.command).map_err(ConfigError::Launcher)?;
+        if let Some(bad) = self
+            .spawn
+            .code_channels
+            .iter()
+            .find(|c| crate::permalink::ChannelId::parse(c).is_err())
+        {
+            return Err(ConfigError::CodeChannel(bad.clone()));
+        }
+        if let Some(url) = &self.daemon.url {
+            daemon_url(url)?;
+        }
         Ok(())
+    }
+
+    /// The default registration token file of the daemon.
+    fn token_path(&self) -> PathBuf {
+        self.serve.token_file.clone().unwrap_or_else(|| {
+            dirs::state_dir()
+                .or_else(|| dirs::home_dir().map(|h| h.join(".local/state")))
+                .unwrap_or_else(std::env::temp_dir)
+                .join("calvin/gateway.token")
+        })
+    }
+
+    /// The daemon a stdio gateway asks for what needs Slack's events: its
+    /// base URL and token (`CALVIN_DAEMON_TOKEN`, else `[daemon]
+    /// token_file`, else the daemon's default token file). `None` when
+    /// `[daemon] url` is not set.
+    pub fn daemon(&self) -> Result<Option<(String, String)>, ConfigError> {
+        let Some(url) = &self.daemon.url else {
+            return Ok(None);
+        };
+        let url = daemon_url(url)?;
+        if let Ok(token) = std::env::var("CALVIN_DAEMON_TOKEN")
+            && !token.trim().is_empty()
+        {
+            return Ok(Some((url, token.trim().to_owned())));
+        }
+        let path = self
+            .daemon
+            .token_file
+            .clone()
+            .unwrap_or_else(|| self.token_path());
+        match std::fs::read_to_string(&path) {
+            Ok(token) if !token.trim().is_empty() => Ok(Some((url, token.trim().to_owned()))),
+            Ok(_) => Err(ConfigError::DaemonToken {
+                url,
+                reason: format!("{} is empty", path.display()),
+            }),
+            Err(e) => Err(ConfigError::DaemonToken {
+                url,
+                reason: format!(
+                    "cannot read {} ({e}); set [daemon] token_file or CALVIN_DAEMON_TOKEN",
+                    path.display()
+                ),
+            }),
+        }
+    }
+
+    /// The app-level token for Socket Mode: from the file, else
+    /// `SLACK_APP_TOKEN`; `None` when neither is set.
+    pub fn app_token(&self) -> Option<String> {
+        self.slack
+            .app_token
+            .clone()
+            .or_else(|| std::env::var("SLACK_APP_TOKEN").ok())
+            .filter(|t| !t.trim().is_empty())
+    }
+
+    /// The folder of the sessions' env files.
+    pub fn runtime_dir(&self) -> PathBuf {
+        if let Some(dir) = &self.secrets.runtime_dir {
+            return dir.clone();
+        }
+        match dirs::runtime_dir() {
+            Some(dir) => dir.join("calvin/sessions"),
+            None => std::env::temp_dir()
+                .join(format!("calvin-{}", rustix::process::getuid().as_raw()))
+                .join("sessions"),
+        }
     }
 
     /// The daemon's registration token and its file: read, or made (256
@@ -182,12 +379,7 @@ impl GatewayConfig {
     pub fn registration_token(&self) -> Result<(PathBuf, String), ConfigError> {
         use std::io::Write;
         use std::os::unix::fs::OpenOptionsExt;
-        let path = self.serve.token_file.clone().unwrap_or_else(|| {
-            dirs::state_dir()
-                .or_else(|| dirs::home_dir().map(|h| h.join(".local/state")))
-                .unwrap_or_else(std::env::temp_dir)
-                .join("calvin/gateway.token")
-        });
+        let path = self.token_path();
         let io = |source| ConfigError::TokenFile {
             path: path.clone(),
             source,
@@ -224,6 +416,53 @@ impl GatewayConfig {
             .filter(|t| !t.is_empty())
             .ok_or(ConfigError::NoToken)
     }
+}
+
+/// A launcher template: a program and its arguments, each placeholder one
+/// of [`LAUNCHER_PLACEHOLDERS`].
+fn check_launcher(command: &[String]) -> Result<(), String> {
+    if command.first().is_some_and(|p| p.trim().is_empty()) {
+        return Err("the program (the first element) is empty".into());
+    }
+    for arg in command {
+        let mut rest = arg.as_str();
+        while let Some(open) = rest.find('{') {
+            let after = &rest[open + 1..];
+            let Some(close) = after.find('}') else {
+                return Err(format!("{arg:?} has a '{{' without its '}}'"));
+            };
+            let name = &after[..close];
+            if !LAUNCHER_PLACEHOLDERS.contains(&name) {
+                return Err(format!(
+                    "{arg:?}: unknown placeholder {{{name}}} (known: {})",
+                    LAUNCHER_PLACEHOLDERS
+                        .iter()
+                        .map(|p| format!("{{{p}}}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            rest = &after[close + 1..];
+        }
+    }
+    Ok(())
+}
+
+/// `[daemon] url`: plain http to a loopback address, without a trailing
+/// slash.
+fn daemon_url(url: &str) -> Result<String, ConfigError> {
+    let bad = || ConfigError::DaemonUrl(url.to_owned());
+    let uri: http::Uri = url.parse().map_err(|_| bad())?;
+    let host = uri.host().ok_or_else(bad)?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if uri.scheme_str() != Some("http") || !loopback {
+        return Err(bad());
+    }
+    Ok(url.trim_end_matches('/').to_owned())
 }
 
 #[cfg(test)]

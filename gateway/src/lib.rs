@@ -1,27 +1,41 @@
 //! calvin-gateway: the MCP server "calvin" (see `../shared/spec/agent-tools.txt`).
 //!
-//! - [`tools`]: which tools each mode lists, their checks and what they do;
-//!   [`server`]: the MCP handler over stdio and streamable HTTP, and the
+//! - [`tools`]: which tools each mode lists and the calls' dispatch;
+//!   [`tool_defs`]: their schemas; [`args`]: argument checks;
+//!   [`server`]: the MCP handler over stdio and streamable HTTP, the
+//!   daemon's session, event and secret-request endpoints, and the
 //!   send-file API for scripts.
-//! - [`chat`]: the chat backend trait; [`slack`]: Slack through slack-morphism.
-//! - [`card`]: post_card's vocabulary, validation and Block Kit rendering;
-//!   [`files`]: send_file's path and content checks; [`secrets`]: the
-//!   encrypted secret store.
-//! - [`git`]: running git: no shell, no prompts, a time limit.
-//! - [`brief`]: spawn_thread's brief, checked to be pushed to its
-//!   repository's default branch, and its link on the web.
-//! - [`workspace`]: checkout_repo's repositories, their cache and the
-//!   session worktrees, and their list in AGENTS.md.
+//! - [`chat`]: the chat backend trait; [`slack`]: Slack through
+//!   slack-morphism; [`socket_mode`]: Slack's events in the daemon;
+//!   [`events`]: events in the gateway's terms and the hub routing them to
+//!   sessions; [`daemon_client`]: a stdio gateway's line to the daemon.
+//! - [`card`]: post_card; [`files`]: send_file's checks; [`threads`]:
+//!   read_thread and post_thread; [`permalink`]: Slack ids and links;
+//!   [`spawn`] and [`brief`]: spawn_thread; [`checkout`], [`workspace`] and
+//!   [`git`]: checkout_repo; [`secret_request`]: request_secret's button
+//!   and form; [`secrets`]: the encrypted secret store; [`session_env`]:
+//!   the env file a session's shells source.
 
+pub mod args;
 pub mod brief;
 pub mod card;
 pub mod chat;
+pub mod checkout;
 pub mod config;
+pub mod daemon_client;
+pub mod events;
 pub mod files;
 pub mod git;
+pub mod permalink;
+pub mod secret_request;
 pub mod secrets;
 pub mod server;
 pub mod session;
+pub mod session_env;
 pub mod slack;
+pub mod socket_mode;
+pub mod spawn;
+pub mod threads;
+pub mod tool_defs;
 pub mod tools;
 pub mod workspace;

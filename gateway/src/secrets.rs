@@ -143,8 +143,30 @@ struct Sealed {
 #[derive(Serialize, Deserialize)]
 struct Entry {
     name: String,
+    /// The session sees the value as a file whose path the variable holds
+    /// (request_secret's `file: true`). Bound to the ciphertext.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    file: bool,
     #[serde(flatten)]
     sealed: Sealed,
+}
+
+/// One secret, decrypted.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret {
+    pub name: String,
+    pub value: String,
+    /// Given to the session as a file (the variable holds its path).
+    pub file: bool,
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secret")
+            .field("name", &self.name)
+            .field("file", &self.file)
+            .finish_non_exhaustive()
+    }
 }
 
 impl SecretStore {
@@ -203,6 +225,18 @@ impl SecretStore {
     /// Stores `value` as the session's secret `name`. A name can be set once
     /// per session; setting it again is [`SecretError::Duplicate`].
     pub fn set(&self, session: &str, name: &str, value: &str) -> Result<(), SecretError> {
+        self.set_secret(session, name, value, false)
+    }
+
+    /// As [`SecretStore::set`], recording whether the session gets the
+    /// value as a file.
+    pub fn set_secret(
+        &self,
+        session: &str,
+        name: &str,
+        value: &str,
+        as_file: bool,
+    ) -> Result<(), SecretError> {
         validate_name(name)?;
         let path = self.session_path(session)?;
         let _lock = self.lock()?;
@@ -232,8 +266,9 @@ impl SecretStore {
         }
         file.secrets.push(Entry {
             name: name.to_owned(),
+            file: as_file,
             sealed: self
-                .seal(&value_aad(session, name), value.as_bytes())
+                .seal(&value_aad(session, name, as_file), value.as_bytes())
                 .map_err(encrypt_failed)?,
         });
         self.write(&path, &file)
@@ -252,6 +287,15 @@ impl SecretStore {
     /// The session's secrets as `(name, value)` pairs, in the order they
     /// were set.
     pub fn entries(&self, session: &str) -> Result<Vec<(String, String)>, SecretError> {
+        Ok(self
+            .secrets(session)?
+            .into_iter()
+            .map(|s| (s.name, s.value))
+            .collect())
+    }
+
+    /// The session's secrets, in the order they were set.
+    pub fn secrets(&self, session: &str) -> Result<Vec<Secret>, SecretError> {
         let path = self.session_path(session)?;
         match self.load(session, &path)? {
             Some(file) => self.open_entries(session, &path, &file),
@@ -352,7 +396,7 @@ impl SecretStore {
         session: &str,
         path: &Path,
         file: &StoreFile,
-    ) -> Result<Vec<(String, String)>, SecretError> {
+    ) -> Result<Vec<Secret>, SecretError> {
         self.unseal(&check_aad(session), &file.key_check)
             .map_err(|_| SecretError::WrongKey {
                 path: path.to_owned(),
@@ -365,10 +409,14 @@ impl SecretStore {
                     name: entry.name.clone(),
                 };
                 let plain = self
-                    .unseal(&value_aad(session, &entry.name), &entry.sealed)
+                    .unseal(&value_aad(session, &entry.name, entry.file), &entry.sealed)
                     .map_err(|()| tampered())?;
                 let value = String::from_utf8(plain).map_err(|_| tampered())?;
-                Ok((entry.name.clone(), value))
+                Ok(Secret {
+                    name: entry.name.clone(),
+                    value,
+                    file: entry.file,
+                })
             })
             .collect()
     }
@@ -509,11 +557,17 @@ fn parse_key(key: &str) -> Result<[u8; 32], SecretError> {
 
 /// Associated data for a value: domain, then the session id and the name,
 /// each length-prefixed so no two (session, name) pairs share an encoding.
-fn value_aad(session: &str, name: &str) -> Vec<u8> {
+fn value_aad(session: &str, name: &str, as_file: bool) -> Vec<u8> {
     let mut aad = VALUE_DOMAIN.to_vec();
     for part in [session, name] {
         aad.extend_from_slice(&u64::try_from(part.len()).unwrap_or(u64::MAX).to_be_bytes());
         aad.extend_from_slice(part.as_bytes());
+    }
+    // A value kept as a file is sealed apart, so flipping the flag in the
+    // file fails to open it (and files written before the flag open as
+    // before).
+    if as_file {
+        aad.extend_from_slice(b"\0file");
     }
     aad
 }

@@ -14,6 +14,15 @@
 //!   belong to the registration: every MCP session and script of it shares
 //!   them, and a restarted runner registers again. Host and Origin are
 //!   checked on every request (DNS rebinding).
+//! - Slack's events (the daemon holds Socket Mode when it has an app
+//!   token): `GET /sessions/<id>/events` streams the events of that
+//!   session's thread, one JSON object per line (messages posted in it,
+//!   reactions to its messages); `POST /secret-requests` (the registration
+//!   token) posts request_secret's button for a stdio gateway, whose
+//!   clicks and form only the daemon receives.
+//! - A session's env file (its secrets, for BASH_ENV) is written when it
+//!   starts (stdio) or registers (daemon) and removed when it ends; the
+//!   workspace's repository list goes into its AGENTS.md.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -42,8 +51,11 @@ use serde_json::{Value, json};
 use tokio::net::{TcpListener, UnixListener};
 use tracing::{info, warn};
 
+use crate::events::EventHub;
+use crate::secret_request::PostRequest;
 use crate::session::SessionContext;
-use crate::tools::{Gateway, Runner, SendFileArgs, result};
+use crate::session_env;
+use crate::tools::{Gateway, Runner, SecretRoute, SendFileArgs, result};
 
 /// The environment variable naming the stdio gateway's send-file socket.
 pub const SEND_FILE_SOCKET_ENV: &str = "CALVIN_SEND_FILE_SOCKET";
@@ -71,15 +83,7 @@ impl ServerHandler for McpHandler {
     fn get_info(&self) -> ServerConfig {
         InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("calvin", env!("CARGO_PKG_VERSION")))
-            .with_instructions(format!(
-                "calvin posts into this session's Slack thread (send_file, post_card){}. \
-                 Errors come back as tool results that say what to change.",
-                if self.gateway.tools().iter().any(|t| t.name == "preview") {
-                    " and gives local servers public URLs (preview, unpreview)"
-                } else {
-                    ""
-                }
-            ))
+            .with_instructions(self.gateway.instructions())
     }
 
     async fn list_tools(
@@ -112,6 +116,7 @@ pub async fn serve_stdio(
     socket: Option<PathBuf>,
 ) -> anyhow::Result<()> {
     let socket = socket.unwrap_or_else(|| context.session_dir.join(DEFAULT_SOCKET));
+    let env_file = session_started(&gateway, &context).await;
     let runner = Arc::new(Runner::new(context));
     // Scripts are a convenience: the tools work without their socket.
     let scripts = match calvin_agent::control_api::bind(&socket).await {
@@ -136,7 +141,46 @@ pub async fn serve_stdio(
         scripts.abort();
         let _ = std::fs::remove_file(&socket);
     }
+    if let Some(env_file) = env_file {
+        session_env::remove(&env_file);
+    }
     Ok(())
+}
+
+/// A session starts: its env file is written from the store (so BASH_ENV
+/// names a file from the first command on) and the workspace's list goes
+/// into its AGENTS.md. The env file's path when it was written.
+async fn session_started(gateway: &Gateway, context: &SessionContext) -> Option<PathBuf> {
+    if let Some(workspace) = gateway.workspace.clone() {
+        let dir = context.session_dir.clone();
+        match tokio::task::spawn_blocking(move || workspace.write_agents_md(&dir)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => {
+                warn!(%err, "could not write the workspace's repositories into AGENTS.md")
+            }
+            Err(err) => warn!(%err, "could not write the workspace's repositories into AGENTS.md"),
+        }
+    }
+    let store = gateway.secrets.clone()?;
+    let env_file = context.env_file(&gateway.runtime_dir);
+    let key = context.secrets_key();
+    let path = env_file.clone();
+    let written = tokio::task::spawn_blocking(move || {
+        let secrets = store.secrets(&key).map_err(|e| e.to_string())?;
+        session_env::write(&path, &secrets).map_err(|e| e.to_string())
+    })
+    .await;
+    match written {
+        Ok(Ok(())) => Some(env_file),
+        Ok(Err(err)) => {
+            warn!(%err, env_file = %env_file.display(), "the session's env file was not written");
+            None
+        }
+        Err(err) => {
+            warn!(%err, "the session's env file was not written");
+            None
+        }
+    }
 }
 
 type Body = BoxBody<Bytes, Infallible>;
@@ -245,23 +289,35 @@ async fn serve_send_file_socket(
 struct Registration {
     runner: Arc<Runner>,
     mcp: StreamableHttpService<McpHandler, LocalSessionManager>,
+    /// The env file written for it, removed when it ends.
+    env_file: Option<PathBuf>,
 }
 
 struct Daemon {
     gateway: Arc<Gateway>,
+    /// Slack's events, when this daemon holds Socket Mode.
+    hub: Option<Arc<EventHub>>,
     sessions: Mutex<HashMap<String, Arc<Registration>>>,
     allowed_origins: Vec<String>,
     addr: SocketAddr,
     registration_token: String,
 }
 
-/// Serves the daemon on `listener` until the process ends. Registering a
+/// What the daemon serves with.
+pub struct DaemonSetup {
+    pub gateway: Arc<Gateway>,
+    pub hub: Option<Arc<EventHub>>,
+    pub allowed_origins: Vec<String>,
+    pub registration_token: String,
+}
+
+/// Serves the daemon on `listener` until `shutdown` completes, then ends
+/// every registered session (their env files are removed). Registering a
 /// session needs `Authorization: Bearer <registration_token>`.
 pub async fn serve_http(
-    gateway: Arc<Gateway>,
+    setup: DaemonSetup,
     listener: TcpListener,
-    allowed_origins: Vec<String>,
-    registration_token: String,
+    shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     anyhow::ensure!(
@@ -269,14 +325,19 @@ pub async fn serve_http(
         "the gateway daemon listens on loopback only, not {addr}"
     );
     let daemon = Arc::new(Daemon {
-        gateway,
+        gateway: setup.gateway,
+        hub: setup.hub,
         sessions: Mutex::new(HashMap::new()),
-        allowed_origins,
+        allowed_origins: setup.allowed_origins,
         addr,
-        registration_token,
+        registration_token: setup.registration_token,
     });
+    tokio::pin!(shutdown);
     loop {
-        let (stream, _) = listener.accept().await?;
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => accepted?,
+            () = &mut shutdown => break,
+        };
         let daemon = daemon.clone();
         tokio::spawn(async move {
             let service = service_fn(move |req| {
@@ -287,6 +348,46 @@ pub async fn serve_http(
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });
+    }
+    let ended: Vec<Arc<Registration>> = daemon.lock().drain().map(|(_, r)| r).collect();
+    for registration in ended {
+        if let Some(env_file) = &registration.env_file {
+            session_env::remove(env_file);
+        }
+    }
+    Ok(())
+}
+
+/// An NDJSON stream of a session's events, with an empty line every 15 s
+/// so that a dead client is noticed.
+struct EventStream {
+    events: tokio::sync::mpsc::Receiver<Value>,
+    heartbeat: tokio::time::Interval,
+}
+
+impl hyper::body::Body for EventStream {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        use std::task::Poll;
+        match self.events.poll_recv(cx) {
+            Poll::Ready(Some(event)) => {
+                let line = format!("{event}\n");
+                return Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from(line)))));
+            }
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => {}
+        }
+        match self.heartbeat.poll_tick(cx) {
+            Poll::Ready(_) => Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(
+                b"\n",
+            ))))),
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
 
@@ -299,7 +400,11 @@ impl Daemon {
         let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
         match (req.method().clone(), parts.as_slice()) {
             (Method::POST, ["sessions"]) => self.register(req).await,
-            (Method::GET, ["healthz"]) => json_response(StatusCode::OK, json!({ "status": "ok" })),
+            (Method::POST, ["secret-requests"]) => self.secret_request(req).await,
+            (Method::GET, ["healthz"]) => json_response(
+                StatusCode::OK,
+                json!({ "status": "ok", "events": self.hub.is_some() }),
+            ),
             (method, ["sessions", id, rest @ ..]) => {
                 let Some(registration) = self.session(id) else {
                     return json_response(
@@ -309,9 +414,14 @@ impl Daemon {
                 };
                 match (method, rest) {
                     (Method::DELETE, []) => {
-                        self.lock().remove(*id);
+                        if let Some(ended) = self.lock().remove(*id)
+                            && let Some(env_file) = &ended.env_file
+                        {
+                            session_env::remove(env_file);
+                        }
                         json_response(StatusCode::OK, json!({ "ended": id }))
                     }
+                    (Method::GET, ["events"]) => self.events(&registration.runner.context),
                     (_, ["mcp"]) => registration.mcp.handle(req).await,
                     (Method::POST, ["send-file"]) => {
                         send_file_api(req, &self.gateway, &registration.runner).await
@@ -349,12 +459,10 @@ impl Daemon {
             Ok(c) => c,
             Err(e) => return json_response(StatusCode::BAD_REQUEST, json!({ "error": e })),
         };
-        if !context.session_dir.is_absolute() {
-            return json_response(
-                StatusCode::BAD_REQUEST,
-                json!({ "error": "session_dir must be an absolute path" }),
-            );
+        if let Err(why) = context.check() {
+            return json_response(StatusCode::BAD_REQUEST, json!({ "error": why }));
         }
+        let env_file = session_started(&self.gateway, &context).await;
         let bytes: [u8; 16] = rand::rng().random();
         let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         info!(
@@ -373,7 +481,11 @@ impl Daemon {
                 .with_allowed_origins(self.origins())
                 .enforce_origin_validation(),
         );
-        let registration = Arc::new(Registration { runner, mcp });
+        let registration = Arc::new(Registration {
+            runner,
+            mcp,
+            env_file: env_file.clone(),
+        });
         self.lock().insert(id.clone(), registration);
         let base = format!("http://{}/sessions/{id}", self.addr);
         json_response(
@@ -382,8 +494,65 @@ impl Daemon {
                 "session": id,
                 "mcp_url": format!("{base}/mcp"),
                 "send_file_url": format!("{base}/send-file"),
+                "events_url": format!("{base}/events"),
+                "env_file": env_file,
             }),
         )
+    }
+
+    /// `GET /sessions/<id>/events`: the session's thread's events.
+    fn events(&self, context: &SessionContext) -> Response<Body> {
+        let Some(hub) = &self.hub else {
+            return json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({ "error": "this daemon does not receive Slack's events: set [slack] app_token (or SLACK_APP_TOKEN) for Socket Mode" }),
+            );
+        };
+        let events = hub.subscribe(&context.channel, &context.thread_ts);
+        let heartbeat = tokio::time::interval_at(
+            tokio::time::Instant::now() + std::time::Duration::from_secs(15),
+            std::time::Duration::from_secs(15),
+        );
+        let mut response = Response::new(EventStream { events, heartbeat }.boxed());
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/x-ndjson"),
+        );
+        response
+    }
+
+    /// `POST /secret-requests`: request_secret for a stdio gateway.
+    async fn secret_request(&self, req: Request<Incoming>) -> Response<Body> {
+        if !self.authorized(&req) {
+            return json_response(
+                StatusCode::UNAUTHORIZED,
+                json!({ "error": "this needs Authorization: Bearer <the daemon's registration token>" }),
+            );
+        }
+        let posted: PostRequest = match read_json(req).await {
+            Ok(p) => p,
+            Err(e) => return json_response(StatusCode::BAD_REQUEST, json!({ "error": e })),
+        };
+        if let Err(why) = posted.session.check() {
+            return json_response(StatusCode::BAD_REQUEST, json!({ "error": why }));
+        }
+        match &self.gateway.secret_route {
+            SecretRoute::Here(requests) => {
+                match requests.post(&posted.session, &posted.request).await {
+                    Ok(result) => json_response(StatusCode::OK, json!({ "result": result })),
+                    Err(why) => {
+                        json_response(StatusCode::UNPROCESSABLE_ENTITY, json!({ "error": why }))
+                    }
+                }
+            }
+            SecretRoute::Nowhere(why) => {
+                json_response(StatusCode::SERVICE_UNAVAILABLE, json!({ "error": why }))
+            }
+            SecretRoute::Daemon(_) => json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({ "error": "no secret was requested: this daemon forwards secret requests itself" }),
+            ),
+        }
     }
 
     fn authorized(&self, req: &Request<Incoming>) -> bool {

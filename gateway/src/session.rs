@@ -5,12 +5,12 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::chat::ThreadRef;
 
 /// What a runner tells the gateway about its session.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionContext {
     /// Slack channel id of the session's thread.
@@ -22,9 +22,125 @@ pub struct SessionContext {
     /// Slack user id of the session's owner.
     #[serde(default)]
     pub owner: Option<String>,
+    /// How the session's CLI asks for approval; spawned sessions get the
+    /// same.
+    #[serde(default)]
+    pub permission_mode: PermissionMode,
+    /// The session's model tier; spawned sessions get it unless they ask
+    /// for another.
+    #[serde(default)]
+    pub model: Model,
+    /// The branch checkout_repo puts worktrees on (default
+    /// `calvin/<thread_ts>`).
+    #[serde(default)]
+    pub branch: Option<String>,
+    /// The file the session's shells source (BASH_ENV): its secrets.
+    /// Default: `<runtime_dir>/<channel>-<thread_ts>/env.sh`.
+    #[serde(default)]
+    pub env_file: Option<PathBuf>,
+}
+
+/// `bypass` (the CLI's bypassPermissions mode) or `ask`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum PermissionMode {
+    Bypass,
+    #[default]
+    Ask,
+}
+
+impl PermissionMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PermissionMode::Bypass => "bypass",
+            PermissionMode::Ask => "ask",
+        }
+    }
+}
+
+/// spawn_thread's model tiers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Model {
+    Smart,
+    Fast,
+    #[default]
+    Default,
+}
+
+impl Model {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Model::Smart => "smart",
+            Model::Fast => "fast",
+            Model::Default => "default",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Model> {
+        match s {
+            "smart" => Some(Model::Smart),
+            "fast" => Some(Model::Fast),
+            "default" => Some(Model::Default),
+            _ => None,
+        }
+    }
 }
 
 impl SessionContext {
+    /// The channel and thread are Slack ids (they name files and
+    /// branches), the directory absolute.
+    pub fn check(&self) -> Result<(), String> {
+        let channel_ok = self.channel.len() >= 3
+            && self
+                .channel
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+        if !channel_ok {
+            return Err(format!(
+                "channel {:?} is not a Slack conversation id (C…, G… or D…)",
+                self.channel
+            ));
+        }
+        crate::permalink::Ts::parse(&self.thread_ts).map_err(|e| format!("thread_ts: {e}"))?;
+        if !self.session_dir.is_absolute() {
+            return Err("session_dir must be an absolute path".into());
+        }
+        if let Some(owner) = &self.owner
+            && (owner.is_empty() || !owner.bytes().all(|b| b.is_ascii_alphanumeric()))
+        {
+            return Err(format!("owner {owner:?} is not a Slack user id"));
+        }
+        if let Some(branch) = &self.branch
+            && (branch.is_empty() || branch.starts_with('-') || branch.contains(".."))
+        {
+            return Err(format!("branch {branch:?} is not a usable branch name"));
+        }
+        if let Some(env_file) = &self.env_file
+            && !env_file.is_absolute()
+        {
+            return Err("env_file must be an absolute path".into());
+        }
+        Ok(())
+    }
+
+    /// The branch of this session's worktrees.
+    pub fn branch(&self) -> String {
+        self.branch
+            .clone()
+            .unwrap_or_else(|| format!("calvin/{}", self.thread_ts))
+    }
+
+    /// The env file of this session: the one it named, else one in
+    /// `runtime_dir`.
+    pub fn env_file(&self, runtime_dir: &std::path::Path) -> PathBuf {
+        self.env_file.clone().unwrap_or_else(|| {
+            runtime_dir
+                .join(format!("{}-{}", self.channel, self.thread_ts))
+                .join("env.sh")
+        })
+    }
+
     pub fn thread(&self) -> ThreadRef {
         ThreadRef {
             channel: self.channel.clone(),

@@ -19,7 +19,10 @@ use serde_json::{Value, json};
 use slack_morphism::errors::SlackClientError;
 use slack_morphism::prelude::*;
 
-use crate::chat::{ChatBackend, ChatError, Posted, ThreadRef, Upload, Uploaded};
+use crate::chat::{
+    ChatBackend, ChatError, Conversation, Posted, Text, ThreadMessage, ThreadRef, Upload, Uploaded,
+    Workspace,
+};
 
 /// How many times one call is retried after rate-limit answers.
 pub const MAX_RATE_LIMIT_RETRIES: u32 = 3;
@@ -47,7 +50,16 @@ pub struct SlackBackend {
     /// The client for the URL's scheme: https with the system's roots, or
     /// plain http to a loopback fake.
     api: Box<dyn ChatBackend>,
+    /// auth.test's answer, asked once.
+    workspace: tokio::sync::OnceCell<Workspace>,
+    /// Display names already looked up.
+    names: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
+
+/// Names kept at most, so a long-running daemon's cache stays small.
+const MAX_CACHED_NAMES: usize = 10_000;
+/// Pages of members or replies read at most (1,000 each).
+const MAX_PAGES: usize = 50;
 
 impl SlackBackend {
     /// A backend calling the Web API at `api_url` (e.g.
@@ -75,7 +87,11 @@ impl SlackBackend {
             Some("http") => return Err(SlackSetupError::InsecureUrl(api_url.to_string())),
             _ => return Err(invalid()),
         };
-        Ok(SlackBackend { api })
+        Ok(SlackBackend {
+            api,
+            workspace: tokio::sync::OnceCell::new(),
+            names: Default::default(),
+        })
     }
 }
 
@@ -93,9 +109,82 @@ impl ChatBackend for SlackBackend {
     ) -> Result<Posted, ChatError> {
         self.api.post_blocks(thread, text, blocks).await
     }
+
+    async fn workspace(&self) -> Result<Workspace, ChatError> {
+        self.workspace
+            .get_or_try_init(|| self.api.workspace())
+            .await
+            .cloned()
+    }
+
+    async fn conversation(&self, channel: &str) -> Result<Conversation, ChatError> {
+        self.api.conversation(channel).await
+    }
+
+    async fn members(&self, channel: &str) -> Result<Vec<String>, ChatError> {
+        self.api.members(channel).await
+    }
+
+    async fn replies(&self, channel: &str, ts: &str) -> Result<Vec<ThreadMessage>, ChatError> {
+        self.api.replies(channel, ts).await
+    }
+
+    async fn permalink(&self, channel: &str, ts: &str) -> Result<String, ChatError> {
+        self.api.permalink(channel, ts).await
+    }
+
+    async fn post(
+        &self,
+        channel: &str,
+        thread_ts: Option<&str>,
+        message: Text<'_>,
+    ) -> Result<Posted, ChatError> {
+        self.api.post(channel, thread_ts, message).await
+    }
+
+    async fn update(&self, channel: &str, ts: &str, message: Text<'_>) -> Result<(), ChatError> {
+        self.api.update(channel, ts, message).await
+    }
+
+    async fn post_ephemeral(
+        &self,
+        channel: &str,
+        user: &str,
+        thread_ts: Option<&str>,
+        text: &str,
+    ) -> Result<(), ChatError> {
+        self.api
+            .post_ephemeral(channel, user, thread_ts, text)
+            .await
+    }
+
+    async fn open_view(&self, trigger_id: &str, view: &Value) -> Result<String, ChatError> {
+        self.api.open_view(trigger_id, view).await
+    }
+
+    async fn open_dm(&self, user: &str) -> Result<String, ChatError> {
+        self.api.open_dm(user).await
+    }
+
+    async fn user_name(&self, user: &str) -> Result<String, ChatError> {
+        let cached = {
+            let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+            names.get(user).cloned()
+        };
+        if let Some(name) = cached {
+            return Ok(name);
+        }
+        let name = self.api.user_name(user).await?;
+        let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        if names.len() >= MAX_CACHED_NAMES {
+            names.clear();
+        }
+        names.insert(user.to_owned(), name.clone());
+        Ok(name)
+    }
 }
 
-fn is_loopback(host: &str) -> bool {
+pub(crate) fn is_loopback(host: &str) -> bool {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     host == "localhost"
         || host
@@ -189,6 +278,322 @@ where
             ts: posted.ts.0,
         })
     }
+
+    async fn workspace(&self) -> Result<Workspace, ChatError> {
+        let answer: AuthTest = self.get("auth.test", &[]).await?;
+        let host = answer
+            .url
+            .parse::<http::Uri>()
+            .ok()
+            .and_then(|u| u.host().map(str::to_ascii_lowercase))
+            .ok_or_else(|| {
+                ChatError::Transport(format!("auth.test gave no workspace URL: {:?}", answer.url))
+            })?;
+        Ok(Workspace {
+            host,
+            bot_user: answer.user_id,
+        })
+    }
+
+    async fn conversation(&self, channel: &str) -> Result<Conversation, ChatError> {
+        let answer: ConversationsInfo = self
+            .get("conversations.info", &[("channel", Some(channel))])
+            .await?;
+        let c = answer.channel;
+        Ok(Conversation {
+            id: c.id,
+            name: c.name,
+            is_private: c.is_private || c.is_group,
+            is_im: c.is_im,
+            is_mpim: c.is_mpim,
+            is_member: c.is_member || c.is_im,
+        })
+    }
+
+    async fn members(&self, channel: &str) -> Result<Vec<String>, ChatError> {
+        let mut members = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let page: Members = self
+                .get(
+                    "conversations.members",
+                    &[
+                        ("channel", Some(channel)),
+                        ("limit", Some("1000")),
+                        ("cursor", cursor.as_deref()),
+                    ],
+                )
+                .await?;
+            members.extend(page.members);
+            match page.response_metadata.next_cursor {
+                Some(next) if !next.is_empty() => cursor = Some(next),
+                _ => return Ok(members),
+            }
+        }
+        Err(ChatError::Transport(format!(
+            "{channel} has more members than calvin reads ({} pages)",
+            MAX_PAGES
+        )))
+    }
+
+    async fn replies(&self, channel: &str, ts: &str) -> Result<Vec<ThreadMessage>, ChatError> {
+        let mut messages = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let page: Replies = self
+                .get(
+                    "conversations.replies",
+                    &[
+                        ("channel", Some(channel)),
+                        ("ts", Some(ts)),
+                        ("limit", Some("1000")),
+                        ("cursor", cursor.as_deref()),
+                    ],
+                )
+                .await?;
+            // Each page after the first repeats the parent first.
+            let skip = usize::from(!messages.is_empty());
+            messages.extend(page.messages.into_iter().skip(skip).map(|m| ThreadMessage {
+                ts: m.ts,
+                thread_ts: m.thread_ts,
+                user: m.user,
+                bot_id: m.bot_id,
+                text: m.text,
+            }));
+            match page.response_metadata.next_cursor {
+                Some(next) if !next.is_empty() && page.has_more => cursor = Some(next),
+                _ => break,
+            }
+        }
+        // A page boundary may repeat the parent: keep each ts once.
+        let mut seen = std::collections::HashSet::new();
+        messages.retain(|m| seen.insert(m.ts.clone()));
+        Ok(messages)
+    }
+
+    async fn permalink(&self, channel: &str, ts: &str) -> Result<String, ChatError> {
+        let answer: Permalink = self
+            .get(
+                "chat.getPermalink",
+                &[("channel", Some(channel)), ("message_ts", Some(ts))],
+            )
+            .await?;
+        Ok(answer.permalink)
+    }
+
+    async fn post(
+        &self,
+        channel: &str,
+        thread_ts: Option<&str>,
+        message: Text<'_>,
+    ) -> Result<Posted, ChatError> {
+        let mut request = json!({
+            "channel": channel,
+            "text": message.text,
+            "parse": "none",
+            "link_names": false,
+            "unfurl_links": false,
+            "unfurl_media": false,
+        });
+        if let Some(thread_ts) = thread_ts {
+            request["thread_ts"] = json!(thread_ts);
+        }
+        if let Some(blocks) = message.blocks {
+            request["blocks"] = blocks.clone();
+        }
+        let posted: PostedAnswer = self.post_json("chat.postMessage", &request).await?;
+        Ok(Posted {
+            channel: posted.channel,
+            ts: posted.ts,
+        })
+    }
+
+    async fn update(&self, channel: &str, ts: &str, message: Text<'_>) -> Result<(), ChatError> {
+        let mut request = json!({
+            "channel": channel,
+            "ts": ts,
+            "text": message.text,
+            "parse": "none",
+            "link_names": false,
+        });
+        // Without blocks the old ones would stay: an empty list removes them.
+        request["blocks"] = message.blocks.cloned().unwrap_or_else(|| json!([]));
+        let _: Value = self.post_json("chat.update", &request).await?;
+        Ok(())
+    }
+
+    async fn post_ephemeral(
+        &self,
+        channel: &str,
+        user: &str,
+        thread_ts: Option<&str>,
+        text: &str,
+    ) -> Result<(), ChatError> {
+        let mut request = json!({
+            "channel": channel,
+            "user": user,
+            "text": text,
+            "parse": "none",
+            "link_names": false,
+        });
+        if let Some(thread_ts) = thread_ts {
+            request["thread_ts"] = json!(thread_ts);
+        }
+        let _: Value = self.post_json("chat.postEphemeral", &request).await?;
+        Ok(())
+    }
+
+    async fn open_view(&self, trigger_id: &str, view: &Value) -> Result<String, ChatError> {
+        let request = json!({ "trigger_id": trigger_id, "view": view });
+        let opened: ViewOpened = self.post_json("views.open", &request).await?;
+        Ok(opened.view.id)
+    }
+
+    async fn open_dm(&self, user: &str) -> Result<String, ChatError> {
+        let request = json!({ "users": user, "return_im": true });
+        let opened: ConversationsInfo = self.post_json("conversations.open", &request).await?;
+        Ok(opened.channel.id)
+    }
+
+    async fn user_name(&self, user: &str) -> Result<String, ChatError> {
+        let answer: UserInfo = self.get("users.info", &[("user", Some(user))]).await?;
+        let u = answer.user;
+        let name = [
+            u.profile.display_name,
+            u.profile.real_name,
+            u.real_name,
+            u.name,
+        ]
+        .into_iter()
+        .flatten()
+        .find(|n| !n.trim().is_empty())
+        .unwrap_or(u.id);
+        Ok(name)
+    }
+}
+
+impl<C> Api<C>
+where
+    C: SlackClientHttpConnector + Send + Sync + 'static,
+{
+    /// A GET method with query arguments (`None` ones left out), its
+    /// answer read into `T` (fields it does not name are ignored).
+    async fn get<T>(&self, method: &str, args: &[(&str, Option<&str>)]) -> Result<T, ChatError>
+    where
+        T: serde::de::DeserializeOwned + Send,
+    {
+        let session = self.client.open_session(&self.token);
+        let params: Vec<(&str, Option<&str>)> = args.to_vec();
+        retrying(|| session.http_session_api.http_get(method, &params, None)).await
+    }
+
+    /// A POST method with a JSON body.
+    async fn post_json<T>(&self, method: &str, request: &Value) -> Result<T, ChatError>
+    where
+        T: serde::de::DeserializeOwned + Send,
+    {
+        let session = self.client.open_session(&self.token);
+        retrying(|| session.http_session_api.http_post(method, request, None)).await
+    }
+}
+
+// Slack's answers, as far as the tools read them.
+
+#[derive(serde::Deserialize)]
+struct AuthTest {
+    url: String,
+    user_id: String,
+}
+
+#[derive(serde::Deserialize)]
+struct ConversationsInfo {
+    channel: ChannelFields,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct ChannelFields {
+    id: String,
+    name: Option<String>,
+    is_private: bool,
+    is_group: bool,
+    is_im: bool,
+    is_mpim: bool,
+    is_member: bool,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct Cursor {
+    next_cursor: Option<String>,
+}
+
+#[derive(serde::Deserialize)]
+struct Members {
+    members: Vec<String>,
+    #[serde(default)]
+    response_metadata: Cursor,
+}
+
+#[derive(serde::Deserialize)]
+struct Replies {
+    messages: Vec<ReplyFields>,
+    #[serde(default)]
+    has_more: bool,
+    #[serde(default)]
+    response_metadata: Cursor,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct ReplyFields {
+    ts: String,
+    thread_ts: Option<String>,
+    user: Option<String>,
+    bot_id: Option<String>,
+    text: String,
+}
+
+#[derive(serde::Deserialize)]
+struct Permalink {
+    permalink: String,
+}
+
+#[derive(serde::Deserialize)]
+struct PostedAnswer {
+    channel: String,
+    ts: String,
+}
+
+#[derive(serde::Deserialize)]
+struct ViewOpened {
+    view: ViewId,
+}
+
+#[derive(serde::Deserialize)]
+struct ViewId {
+    id: String,
+}
+
+#[derive(serde::Deserialize)]
+struct UserInfo {
+    user: UserFields,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct UserFields {
+    id: String,
+    name: Option<String>,
+    real_name: Option<String>,
+    profile: ProfileFields,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct ProfileFields {
+    display_name: Option<String>,
+    real_name: Option<String>,
 }
 
 /// Runs `call`, and again after each rate-limit answer's Retry-After (at

@@ -1,0 +1,197 @@
+//! Events from the chat platform in the gateway's own terms, and the hub
+//! that routes them to the session each concerns (in the `serve` daemon,
+//! the one process that holds the platform's event connection).
+//!
+//! - A message, or a reaction to one, goes to the subscribers of its
+//!   thread (`GET /sessions/<id>/events` streams them). A reaction names
+//!   only its message, so the hub remembers which thread each message it
+//!   saw belongs to; a reaction to a message it never saw goes to the
+//!   thread that message starts.
+//! - A button click and a submitted form go to the flow that posted the
+//!   button ([`crate::secret_request`]); they carry its request id.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::secret_request::SecretRequests;
+
+/// A message posted, or a reaction added, somewhere the bot can see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChatEvent {
+    Message {
+        channel: String,
+        ts: String,
+        thread_ts: Option<String>,
+        user: Option<String>,
+        text: String,
+    },
+    Reaction {
+        channel: String,
+        /// The message reacted to.
+        ts: String,
+        user: String,
+        reaction: String,
+    },
+}
+
+impl ChatEvent {
+    pub fn to_json(&self, thread_ts: &str) -> Value {
+        match self {
+            ChatEvent::Message {
+                channel,
+                ts,
+                user,
+                text,
+                ..
+            } => json!({
+                "type": "message", "channel": channel, "thread_ts": thread_ts,
+                "ts": ts, "user": user, "text": text,
+            }),
+            ChatEvent::Reaction {
+                channel,
+                ts,
+                user,
+                reaction,
+            } => json!({
+                "type": "reaction_added", "channel": channel, "thread_ts": thread_ts,
+                "ts": ts, "user": user, "reaction": reaction,
+            }),
+        }
+    }
+}
+
+/// A click on one of the gateway's buttons.
+#[derive(Debug, Clone)]
+pub struct ButtonClick {
+    pub user: String,
+    pub channel: String,
+    pub message_ts: String,
+    /// Lets the app open a modal for this person, within 3 s.
+    pub trigger_id: String,
+    pub action_id: String,
+    pub value: String,
+}
+
+/// A modal submitted. Its values may be secrets: never logged.
+#[derive(Clone)]
+pub struct FormSubmit {
+    pub user: String,
+    pub callback_id: String,
+    pub private_metadata: String,
+    /// `(block_id, action_id, value)` of each input.
+    pub values: Vec<(String, String, String)>,
+}
+
+/// What the modal does after a submission.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FormAnswer {
+    /// It closes.
+    Close,
+    /// It stays open, showing each message under its block.
+    Errors(Vec<(String, String)>),
+}
+
+/// How many message-to-thread links the hub remembers.
+const REMEMBERED_MESSAGES: usize = 50_000;
+/// Events a slow subscriber may have waiting before it misses some.
+const SUBSCRIBER_QUEUE: usize = 256;
+
+type ThreadKey = (String, String);
+
+/// Routes events to sessions.
+pub struct EventHub {
+    subscribers: Mutex<HashMap<ThreadKey, Vec<mpsc::Sender<Value>>>>,
+    threads: Mutex<(HashMap<ThreadKey, String>, VecDeque<ThreadKey>)>,
+    pub secrets: Arc<SecretRequests>,
+}
+
+impl EventHub {
+    pub fn new(secrets: Arc<SecretRequests>) -> Self {
+        Self {
+            subscribers: Mutex::default(),
+            threads: Mutex::default(),
+            secrets,
+        }
+    }
+
+    /// The events of one thread, from now on.
+    pub fn subscribe(&self, channel: &str, thread_ts: &str) -> mpsc::Receiver<Value> {
+        let (tx, rx) = mpsc::channel(SUBSCRIBER_QUEUE);
+        let mut subscribers = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+        subscribers
+            .entry((channel.to_owned(), thread_ts.to_owned()))
+            .or_default()
+            .push(tx);
+        rx
+    }
+
+    /// Routes `event` to its thread's subscribers, without waiting.
+    pub fn on_event(&self, event: ChatEvent) {
+        let key = match &event {
+            ChatEvent::Message {
+                channel,
+                ts,
+                thread_ts,
+                ..
+            } => {
+                let root = thread_ts.clone().unwrap_or_else(|| ts.clone());
+                self.remember(channel, ts, &root);
+                (channel.clone(), root)
+            }
+            ChatEvent::Reaction { channel, ts, .. } => {
+                let threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+                let root = threads
+                    .0
+                    .get(&(channel.clone(), ts.clone()))
+                    .cloned()
+                    .unwrap_or_else(|| ts.clone());
+                (channel.clone(), root)
+            }
+        };
+        let value = event.to_json(&key.1);
+        let mut subscribers = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(list) = subscribers.get_mut(&key) {
+            list.retain(|tx| match tx.try_send(value.clone()) {
+                Ok(()) => true,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    tracing::warn!(channel = %key.0, thread_ts = %key.1, "a session's event subscriber is behind; an event was dropped for it");
+                    true
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => false,
+            });
+            if list.is_empty() {
+                subscribers.remove(&key);
+            }
+        }
+    }
+
+    /// Remembers that the message `ts` is in the thread `root`.
+    pub fn remember(&self, channel: &str, ts: &str, root: &str) {
+        let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (channel.to_owned(), ts.to_owned());
+        if threads.0.insert(key.clone(), root.to_owned()).is_none() {
+            threads.1.push_back(key);
+        }
+        while threads.1.len() > REMEMBERED_MESSAGES {
+            if let Some(old) = threads.1.pop_front() {
+                threads.0.remove(&old);
+            }
+        }
+    }
+
+    /// A click: handled in the background, so the envelope is acknowledged
+    /// at once.
+    pub fn on_click(&self, click: ButtonClick) {
+        let secrets = self.secrets.clone();
+        tokio::spawn(async move { secrets.on_click(click).await });
+    }
+
+    /// A submission: checked now (the answer may keep the modal open),
+    /// stored in the background.
+    pub fn on_submit(&self, form: FormSubmit) -> FormAnswer {
+        self.secrets.on_submit(form)
+    }
+}
