@@ -1,44 +1,66 @@
-//! A fake Slack Web API on 127.0.0.1:0, for tests of the gateway's Slack
-//! backend and the tools above it. It keeps every message and file it was
+//! A fake Slack on 127.0.0.1:0, for tests of the gateway's Slack backend
+//! and the tools above it: a workspace (people, conversations, messages),
+//! the Web API methods calvin calls, and Socket Mode. It keeps what it was
 //! given, for assertions.
 //!
-//! Methods, under `/api/`, each checked against its contract in
+//! Web API methods, under `/api/`, each checked against its contract in
 //! `shared/reference/slack-api-ref/methods/` (arguments, error codes,
-//! example responses):
+//! example responses); answers carry every field slack-morphism's strict
+//! response types require:
 //!
-//! - `auth.test`: the workspace and bot identity.
-//! - `chat.postMessage`: `channel` (one of the known channel IDs, else
-//!   `channel_not_found`), `text` / `markdown_text` / `blocks` /
-//!   `attachments` (none: `no_text`; `markdown_text` with `text` or
-//!   `blocks`: `markdown_text_conflict`), `blocks` a JSON array of objects
-//!   with a `type` (else `invalid_blocks_format` / `invalid_blocks`),
-//!   `thread_ts`. Answers `ok, channel, ts, message {type, user, bot_id,
-//!   team, text, ts, thread_ts, blocks}`.
-//! - `files.getUploadURLExternal`: `filename`, `length` (missing:
-//!   `invalid_arguments`; 0: `missing_argument`), `alt_txt` (over 1,000
-//!   characters: `alt_txt_too_large`). Answers `ok, upload_url, file_id`;
-//!   the URL is `http://127.0.0.1:PORT/upload/<file_id>`.
-//! - `POST /upload/<file_id>`: the bytes, raw (what slack-morphism's
-//!   `files_upload_via_url` sends) or as the `file` part of a
-//!   multipart/form-data body. No token needed (the URL is the secret);
-//!   more or fewer bytes than the declared `length` is a 400. Answers
-//!   `200 text/plain "OK - <length>"` like files.slack.com.
-//! - `files.completeUploadExternal`: `files` (a JSON array of `{id,
-//!   title}`; missing: `invalid_arguments`; not uploaded: `file_not_found`),
-//!   `channel_id` or `channels` (unknown: `channel_not_found`),
-//!   `thread_ts`, `initial_comment`. Each file shared becomes a
-//!   [`SharedFile`] (Slack's `file_share` message). Answers `ok, files
-//!   [{id, name, title, mimetype, size, permalink}]`.
+//! - `auth.test`: the workspace (`https://fake-slack.test/`) and the bot.
+//! - `users.info`: `user` (unknown: `user_not_found`).
+//! - `chat.postMessage`: `channel` (unknown, or private / IM without the
+//!   bot: `channel_not_found`; public without the bot: `not_in_channel`),
+//!   `text` / `markdown_text` / `blocks` / `attachments` (none: `no_text`;
+//!   `markdown_text` with `text` or `blocks`: `markdown_text_conflict`),
+//!   `blocks` a JSON array of objects with a `type` (else
+//!   `invalid_blocks_format` / `invalid_blocks`), `thread_ts`. Every
+//!   argument is recorded ([`PostedMessage::args`]) and the message joins
+//!   the conversation's history.
+//! - `chat.update`: the bot's own message (`cant_update_message`;
+//!   `message_not_found`), content checked as above. Recorded as an
+//!   [`Update`].
+//! - `chat.postEphemeral`: `user` must see the conversation (any known
+//!   user in a public channel, a member elsewhere; else
+//!   `user_not_in_channel`). Answers `message_ts`; recorded as an
+//!   [`Ephemeral`].
+//! - `chat.getPermalink`: `https://fake-slack.test/archives/<C>/p<ts>`,
+//!   with `?thread_ts=<parent>&cid=<C>` for a reply (`message_not_found`).
+//! - `conversations.info`, `conversations.members` (`limit` 100 by
+//!   default, at most 1000; `cursor`, `invalid_cursor`),
+//!   `conversations.replies` (the whole thread of a parent or reply ts,
+//!   parent first; `limit`, `cursor`, `oldest` / `latest` / `inclusive`;
+//!   `thread_not_found`), `conversations.open` (`users`: the IM with one
+//!   person, an MPIM with two to eight; or `channel`).
+//! - `views.open`: a `trigger_id` this fake issued in an interaction
+//!   payload, once (`exchanged_trigger_id`), within 3 s
+//!   (`expired_trigger_id`; else `invalid_trigger_id`), and a modal `view`
+//!   with a title and blocks (else `invalid_arguments`). Recorded as an
+//!   [`OpenedView`].
+//! - `apps.connections.open`: with the app-level token only. Answers a
+//!   `ws://127.0.0.1:PORT/link/?ticket=…&app_id=A0FAKEAPP1` URL good for
+//!   one connection.
+//! - `files.getUploadURLExternal`, `POST /upload/<file_id>`,
+//!   `files.completeUploadExternal`: Slack's v2 upload (see `files.rs`).
 //!
-//! Every other method answers `unknown_method`. Responses carry every field
-//! slack-morphism's strict response types require.
+//! Every other method answers `unknown_method`. Tokens as Slack takes them:
+//! `Authorization: Bearer` or a `token` argument; none: `not_authed`, a
+//! wrong one: `invalid_auth`, the other kind (bot / app-level):
+//! `not_allowed_token_type`. Arguments come in the query string and in a
+//! form-urlencoded, multipart or JSON body.
 //!
-//! Requests as Slack takes them: the token as `Authorization: Bearer` (or a
-//! `token` argument; none: `not_authed`, a wrong one: `invalid_auth`);
-//! arguments in the query string and in a form-urlencoded, multipart or JSON
-//! body (JSON-typed arguments such as `blocks` may be JSON text). A POST body
-//! without a content type is `missing_post_type`, another type
-//! `invalid_post_type`, one that does not parse `invalid_form_data`.
+//! Socket Mode: a client connects with the URL from apps.connections.open
+//! and gets `hello`. The event builders ([`FakeSlack::message_event`],
+//! [`FakeSlack::reaction_event`], [`FakeSlack::click`],
+//! [`FakeSlack::submit`]) send envelopes, each to one open socket chosen at
+//! random, or queued until one connects. The fake records each delivery and
+//! ack ([`FakeSlack::deliveries`], [`FakeSlack::wait_ack`]) and redelivers
+//! an `events_api` envelope not acked within 3 s
+//! ([`FakeSlack::set_ack_timeout`]) or whose socket closed first, with the
+//! same payload (same `event_id`) and `retry_attempt` + 1, up to 3 times.
+//! [`FakeSlack::drop_sockets`] and [`FakeSlack::send_disconnect`] make
+//! clients reconnect.
 //!
 //! Faults, each once, for the named method (`"upload"` names the upload
 //! URL): [`FakeSlack::fail_next`] answers `{ok: false, error}` (a 500 for
@@ -48,139 +70,112 @@
 //! answer `invalid_blocks` for a block of that type, with Slack's `errors`
 //! and `response_metadata.messages`.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::convert::Infallible;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+mod answers;
+mod chat;
+mod conversations;
+mod envelopes;
+mod files;
+mod http_forms;
+mod ids;
+mod payloads;
+mod records;
+mod socket_mode;
+mod state;
+mod views;
+mod web_api;
+mod workspace;
 
-use bytes::Bytes;
-use http::{HeaderMap, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use std::net::SocketAddr;
+use std::sync::{Arc, MutexGuard};
+use std::time::Duration;
+
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 use tokio::net::TcpListener;
 
-const TEAM_ID: &str = "T0FAKE0001";
-const BOT_USER_ID: &str = "U0FAKEBOT1";
-const BOT_ID: &str = "B0FAKEBOT1";
-/// files.getUploadURLExternal's limit on `alt_txt`.
-const MAX_ALT_TXT_CHARS: usize = 1000;
+pub use envelopes::{
+    ACK_TIMEOUT, Ack, DISCONNECT_GRACE, Delivery, EnvelopeKind, EnvelopeStatus, MAX_RETRIES,
+    SocketEnd, SocketInfo,
+};
+pub use records::{Ephemeral, OpenedView, PostedMessage, SharedFile, Update};
+pub use state::TRIGGER_TTL;
+pub use workspace::{
+    APP_ID, BOT_ID, BOT_USER_ID, Conversation, DEFAULT_APP_TOKEN, HOST, Kind, TEAM_ID,
+};
 
-/// A message posted with chat.postMessage.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PostedMessage {
-    pub channel: String,
-    pub ts: String,
-    pub thread_ts: Option<String>,
-    pub text: Option<String>,
-    /// The `blocks` array exactly as received.
-    pub blocks: Option<Value>,
-}
+use state::{Shared, State};
 
-/// A file shared by files.completeUploadExternal.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SharedFile {
-    pub file_id: String,
-    /// `None`: completed without a channel (a private file).
-    pub channel: Option<String>,
-    /// The `ts` of the file-share message (when shared into a channel).
-    pub ts: Option<String>,
-    pub thread_ts: Option<String>,
-    pub filename: String,
-    /// The title given, else the file name (as Slack does).
-    pub title: String,
-    pub initial_comment: Option<String>,
-    pub alt_txt: Option<String>,
-    pub bytes: Vec<u8>,
-}
-
-/// A running fake; dropped, it stops accepting.
+/// A running fake; dropped, it stops accepting and cuts its sockets.
 pub struct FakeSlack {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    task: tokio::task::JoinHandle<()>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for FakeSlack {
     fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-struct Shared {
-    token: String,
-    base_url: String,
-    state: Mutex<State>,
-}
-
-#[derive(Default)]
-struct State {
-    channels: HashSet<String>,
-    messages: Vec<PostedMessage>,
-    files: Vec<SharedFile>,
-    pending: HashMap<String, PendingUpload>,
-    failures: HashMap<String, VecDeque<String>>,
-    rate_limits: HashMap<String, VecDeque<u64>>,
-    rejected_block_types: HashSet<String>,
-    calls: Vec<String>,
-    serial: u64,
-}
-
-/// A file between files.getUploadURLExternal and its completion.
-struct PendingUpload {
-    filename: String,
-    length: usize,
-    alt_txt: Option<String>,
-    bytes: Option<Vec<u8>>,
-}
-
-impl State {
-    fn next_serial(&mut self) -> u64 {
-        self.serial += 1;
-        self.serial
-    }
-
-    fn next_ts(&mut self) -> String {
-        format!("1700000000.{:06}", self.next_serial())
+        for task in &self.tasks {
+            task.abort();
+        }
+        let _ = self.state().socket_mode.drop_all();
     }
 }
 
 impl FakeSlack {
-    /// Starts a fake accepting `token` and knowing the channel IDs
-    /// `channels`.
+    /// Starts a fake accepting the bot token `token` and the app-level
+    /// token [`DEFAULT_APP_TOKEN`], with a public channel (the bot in it)
+    /// for each ID in `channels`.
     pub async fn start(token: &str, channels: &[&str]) -> FakeSlack {
+        FakeSlack::start_with_app_token(token, DEFAULT_APP_TOKEN, channels).await
+    }
+
+    /// [`start`](Self::start) with this app-level token.
+    pub async fn start_with_app_token(
+        token: &str,
+        app_token: &str,
+        channels: &[&str],
+    ) -> FakeSlack {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind fake Slack");
         let addr = listener.local_addr().expect("fake Slack addr");
-        let state = State {
-            channels: channels.iter().map(|c| c.to_string()).collect(),
-            ..State::default()
-        };
-        let shared = Arc::new(Shared {
-            token: token.to_string(),
-            base_url: format!("http://{addr}"),
-            state: Mutex::new(state),
-        });
+        let ws_listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind fake Socket Mode");
+        let ws_addr = ws_listener.local_addr().expect("fake Socket Mode addr");
+        let shared = Arc::new(Shared::new(
+            token.to_string(),
+            app_token.to_string(),
+            format!("http://{addr}"),
+            ws_addr,
+        ));
         let serving = shared.clone();
-        let task = tokio::spawn(async move {
+        let web = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
                     continue;
                 };
                 let shared = serving.clone();
                 tokio::spawn(async move {
-                    let service = service_fn(move |req| handle(shared.clone(), req));
+                    let service = service_fn(move |req| web_api::handle(shared.clone(), req));
                     let _ = http1::Builder::new()
                         .serve_connection(TokioIo::new(stream), service)
                         .await;
                 });
             }
         });
-        FakeSlack { addr, shared, task }
+        let sockets = tokio::spawn(socket_mode::serve(shared.clone(), ws_listener));
+        let fake = FakeSlack {
+            addr,
+            shared,
+            tasks: vec![web, sockets],
+        };
+        for channel in channels {
+            fake.add_channel(channel);
+        }
+        fake
     }
 
     /// The Web API base, e.g. `http://127.0.0.1:PORT/api/`.
@@ -188,10 +183,83 @@ impl FakeSlack {
         format!("http://{}/api/", self.addr)
     }
 
-    /// The token it accepts.
+    /// The bot token it accepts.
     pub fn token(&self) -> String {
         self.shared.token.clone()
     }
+
+    /// The app-level token apps.connections.open accepts.
+    pub fn app_token(&self) -> String {
+        self.shared.app_token.clone()
+    }
+
+    // ---- the workspace ----
+
+    /// Makes `channel` a public channel with the bot in it.
+    pub fn add_channel(&self, channel: &str) {
+        let name = channel.to_lowercase();
+        self.add_conversation(Conversation::public(channel, &name));
+    }
+
+    /// Adds (or replaces) a conversation. Panics on an ID that is not upper
+    /// case letters and digits.
+    pub fn add_conversation(&self, conversation: Conversation) {
+        let id = &conversation.id;
+        let shaped = !id.is_empty()
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+        assert!(
+            shaped,
+            "conversation IDs are upper case (C…, G…, D…): {id:?}"
+        );
+        let mut state = self.state();
+        let conversations = &mut state.workspace.conversations;
+        conversations.insert(conversation.id.clone(), conversation);
+    }
+
+    /// Sets the people of a conversation (the bot's membership stays as it
+    /// is). Panics if there is no such conversation.
+    pub fn set_members(&self, channel: &str, members: &[&str]) {
+        let mut state = self.state();
+        let conversation = state.workspace.conversations.get_mut(channel);
+        let conversation = conversation.unwrap_or_else(|| panic!("no conversation {channel}"));
+        conversation.members = members.iter().map(|m| m.to_string()).collect();
+    }
+
+    /// A conversation as it stands now (an IM opened by
+    /// conversations.open, for one).
+    pub fn conversation(&self, channel: &str) -> Option<Conversation> {
+        self.state().workspace.conversations.get(channel).cloned()
+    }
+
+    /// Adds a person; `name` is their display name (and real name).
+    pub fn add_user(&self, id: &str, name: &str) {
+        let user = workspace::User {
+            id: id.to_string(),
+            name: name.to_string(),
+            is_bot: false,
+        };
+        self.state().workspace.users.insert(id.to_string(), user);
+    }
+
+    /// Seeds a message `user` wrote (a reply when `thread_ts` is given) and
+    /// answers its `ts`. No event is sent. Panics if there is no such
+    /// conversation.
+    pub fn add_message(
+        &self,
+        channel: &str,
+        user: &str,
+        text: &str,
+        thread_ts: Option<&str>,
+    ) -> String {
+        let mut state = self.state();
+        let known = state.workspace.conversations.contains_key(channel);
+        assert!(known, "no conversation {channel}");
+        state.workspace.post(channel, user, text, None, thread_ts)
+    }
+
+    // ---- records ----
 
     /// Messages posted with chat.postMessage, oldest first.
     pub fn messages(&self) -> Vec<PostedMessage> {
@@ -203,16 +271,28 @@ impl FakeSlack {
         self.state().files.clone()
     }
 
+    /// Messages changed with chat.update, oldest first.
+    pub fn updates(&self) -> Vec<Update> {
+        self.state().updates.clone()
+    }
+
+    /// Messages posted with chat.postEphemeral, oldest first.
+    pub fn ephemerals(&self) -> Vec<Ephemeral> {
+        self.state().ephemerals.clone()
+    }
+
+    /// Modals opened with views.open, oldest first.
+    pub fn views(&self) -> Vec<OpenedView> {
+        self.state().views.clone()
+    }
+
     /// Every request's method name in order (`"upload"` for the upload
     /// URL), including those answered with an error.
     pub fn calls(&self) -> Vec<String> {
         self.state().calls.clone()
     }
 
-    /// Makes `channel` known.
-    pub fn add_channel(&self, channel: &str) {
-        self.state().channels.insert(channel.to_string());
-    }
+    // ---- faults and limits ----
 
     /// The next call of `method` answers `{"ok": false, "error": error}`.
     pub fn fail_next(&self, method: &str, error: &str) {
@@ -234,592 +314,208 @@ impl FakeSlack {
         self.state().rejected_block_types.insert(ty.to_string());
     }
 
+    /// How long a trigger id stays good for views.open (default
+    /// [`TRIGGER_TTL`], 3 s).
+    pub fn set_trigger_ttl(&self, ttl: Duration) {
+        self.state().trigger_ttl = ttl;
+    }
+
+    /// How long an envelope may go unacked before it is redelivered
+    /// (default [`ACK_TIMEOUT`], 3 s). Applies to later deliveries.
+    pub fn set_ack_timeout(&self, timeout: Duration) {
+        self.state().socket_mode.ack_timeout = timeout;
+    }
+
+    /// How long a socket told to disconnect stays open if its client
+    /// keeps it (default [`DISCONNECT_GRACE`], 10 s).
+    pub fn set_disconnect_grace(&self, grace: Duration) {
+        self.state().socket_mode.disconnect_grace = grace;
+    }
+
+    // ---- Socket Mode ----
+
+    /// A user's message event: stores the message as
+    /// [`add_message`](Self::add_message) does and sends an `events_api`
+    /// envelope. Answers the message's `ts` and the envelope id. Panics
+    /// if the user or conversation is unknown, or the bot is not in it
+    /// (Slack would send nothing).
+    pub fn message_event(
+        &self,
+        channel: &str,
+        user: &str,
+        text: &str,
+        thread_ts: Option<&str>,
+    ) -> (String, String) {
+        let mut state = self.state();
+        let built = payloads::message_event(&mut state, channel, user, text, thread_ts);
+        let (ts, payload) = built.unwrap_or_else(|why| panic!("message_event: {why}"));
+        let envelope_id = self.enqueue(state, EnvelopeKind::EventsApi, false, payload);
+        (ts, envelope_id)
+    }
+
+    /// A `reaction_added` event for a stored message; answers the envelope
+    /// id. Panics if the user, conversation or message is unknown.
+    pub fn reaction_event(
+        &self,
+        user: &str,
+        reaction: &str,
+        channel: &str,
+        message_ts: &str,
+    ) -> String {
+        let state = self.state();
+        let built = payloads::reaction_event(&state, user, reaction, channel, message_ts);
+        let payload = built.unwrap_or_else(|why| panic!("reaction_event: {why}"));
+        self.enqueue(state, EnvelopeKind::EventsApi, false, payload)
+    }
+
+    /// `user` clicks the button `action_id` in a stored message: a
+    /// `block_actions` interactive envelope with a fresh trigger id.
+    /// Answers the envelope id, or why not (no such message or button).
+    pub fn click(
+        &self,
+        user: &str,
+        channel: &str,
+        message_ts: &str,
+        action_id: &str,
+    ) -> Result<String, String> {
+        let mut state = self.state();
+        let base_url = self.shared.base_url.clone();
+        let payload =
+            payloads::block_actions(&mut state, &base_url, user, channel, message_ts, action_id)?;
+        Ok(self.enqueue(state, EnvelopeKind::Interactive, false, payload))
+    }
+
+    /// `user` submits the modal `view_id` opened for them, `values` being
+    /// `(block_id, action_id, value)` of its `plain_text_input`s: a
+    /// `view_submission` interactive envelope that accepts a response
+    /// payload. Answers the envelope id, or why not.
+    pub fn submit(
+        &self,
+        user: &str,
+        view_id: &str,
+        values: &[(&str, &str, &str)],
+    ) -> Result<String, String> {
+        let mut state = self.state();
+        let payload = payloads::view_submission(&mut state, user, view_id, values)?;
+        Ok(self.enqueue(state, EnvelopeKind::Interactive, true, payload))
+    }
+
+    /// Sends any payload in an envelope of `kind`; answers its id.
+    pub fn send_envelope(
+        &self,
+        kind: EnvelopeKind,
+        accepts_response_payload: bool,
+        payload: Value,
+    ) -> String {
+        self.enqueue(self.state(), kind, accepts_response_payload, payload)
+    }
+
+    fn enqueue(
+        &self,
+        mut state: MutexGuard<'_, State>,
+        kind: EnvelopeKind,
+        accepts_response_payload: bool,
+        payload: Value,
+    ) -> String {
+        let envelope_id = ids::uuid();
+        let deadlines =
+            state
+                .socket_mode
+                .enqueue(envelope_id.clone(), kind, accepts_response_payload, payload);
+        drop(state);
+        socket_mode::arm(&self.shared, deadlines);
+        envelope_id
+    }
+
+    /// Open sockets that take envelopes (not told to disconnect).
+    pub fn socket_count(&self) -> usize {
+        self.state().socket_mode.live_count()
+    }
+
+    /// How many sockets have connected since the start.
+    pub fn connections_opened(&self) -> usize {
+        self.state().socket_mode.sockets().len()
+    }
+
+    /// Every socket that connected, open or ended, in order.
+    pub fn sockets(&self) -> Vec<SocketInfo> {
+        self.state().socket_mode.sockets()
+    }
+
+    /// Cuts every open socket's TCP connection, without a close frame.
+    /// What they held unacked is queued for redelivery.
+    pub fn drop_sockets(&self) {
+        let deadlines = self.state().socket_mode.drop_all();
+        socket_mode::arm(&self.shared, deadlines);
+    }
+
+    /// Sends `{"type": "disconnect", "reason": reason, ...}` on every open
+    /// socket; each is closed when its client closes it, or after
+    /// [`DISCONNECT_GRACE`]. New envelopes go to other sockets.
+    pub fn send_disconnect(&self, reason: &str) {
+        self.state().socket_mode.disconnect_all(reason);
+        self.shared.changed();
+    }
+
+    /// Every ack received, in order.
+    pub fn acks(&self) -> Vec<Ack> {
+        self.state().socket_mode.acks()
+    }
+
+    /// Each time the envelope was sent, in order.
+    pub fn deliveries(&self, envelope_id: &str) -> Vec<Delivery> {
+        self.state().socket_mode.deliveries(envelope_id)
+    }
+
+    /// The payload the envelope carries (a trigger id, an event id, ...).
+    pub fn envelope_payload(&self, envelope_id: &str) -> Option<Value> {
+        self.state().socket_mode.payload(envelope_id)
+    }
+
+    /// Where the envelope stands; `None` for an unknown id.
+    pub fn envelope_status(&self, envelope_id: &str) -> Option<EnvelopeStatus> {
+        self.state().socket_mode.status(envelope_id)
+    }
+
+    /// Waits until at least `n` sockets take envelopes.
+    pub async fn wait_for_sockets(&self, n: usize, timeout: Duration) -> Result<(), String> {
+        let what = format!("{n} open sockets");
+        self.wait_until(&what, timeout, |fake| fake.socket_count() >= n)
+            .await
+    }
+
+    /// Waits for the envelope's ack.
+    pub async fn wait_ack(&self, envelope_id: &str, timeout: Duration) -> Result<Ack, String> {
+        let what = format!("the ack of {envelope_id}");
+        let acked = |fake: &FakeSlack| fake.state().socket_mode.ack(envelope_id).is_some();
+        self.wait_until(&what, timeout, acked).await?;
+        let ack = self.state().socket_mode.ack(envelope_id);
+        ack.ok_or_else(|| format!("no ack of {envelope_id}"))
+    }
+
+    /// Waits until `done` holds, checked after each Socket Mode change
+    /// (a socket, a delivery, an ack); `what` names it in the error.
+    pub async fn wait_until(
+        &self,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&FakeSlack) -> bool,
+    ) -> Result<(), String> {
+        let mut changes = self.shared.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if done(self) {
+                return Ok(());
+            }
+            match tokio::time::timeout_at(deadline, changes.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(format!("fake Slack stopped before {what}")),
+                Err(_) => return Err(format!("no {what} within {timeout:?}")),
+            }
+        }
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         self.shared.state()
-    }
-}
-
-impl Shared {
-    fn state(&self) -> MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// An injected answer for this call of `method`, if one is queued.
-    fn fault(&self, method: &str) -> Option<Fault> {
-        let mut state = self.state();
-        state.calls.push(method.to_string());
-        if let Some(secs) = state
-            .rate_limits
-            .get_mut(method)
-            .and_then(VecDeque::pop_front)
-        {
-            return Some(Fault::RateLimited(secs));
-        }
-        let error = state
-            .failures
-            .get_mut(method)
-            .and_then(VecDeque::pop_front)?;
-        Some(Fault::Error(error))
-    }
-}
-
-enum Fault {
-    RateLimited(u64),
-    Error(String),
-}
-
-type Answer = Response<Full<Bytes>>;
-type Args = Map<String, Value>;
-
-async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Answer, Infallible> {
-    let path = req.uri().path().to_string();
-    let answer = if let Some(method) = path.strip_prefix("/api/") {
-        api(&shared, method, req).await
-    } else if let Some(file_id) = path.strip_prefix("/upload/") {
-        upload(&shared, file_id, req).await
-    } else {
-        text(StatusCode::NOT_FOUND, "not found")
-    };
-    Ok(answer)
-}
-
-async fn api(shared: &Shared, method: &str, req: Request<Incoming>) -> Answer {
-    match shared.fault(method) {
-        Some(Fault::RateLimited(secs)) => return rate_limited(secs),
-        Some(Fault::Error(error)) => return slack_error(&error),
-        None => {}
-    }
-    let (parts, body) = req.into_parts();
-    let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
-        return slack_error("request_timeout");
-    };
-    let args = match arguments(&parts.method, &parts.headers, parts.uri.query(), &body) {
-        Ok(args) => args,
-        Err(code) => return slack_error(code),
-    };
-    let token = bearer_token(&parts.headers).or_else(|| str_arg(&args, "token"));
-    match token {
-        None => return slack_error("not_authed"),
-        Some(token) if token != shared.token => return slack_error("invalid_auth"),
-        Some(_) => {}
-    }
-    let answer = match method {
-        "auth.test" => Ok(json!({
-            "url": "https://fake-slack.test/",
-            "team": "Fake Workspace",
-            "user": "calvin",
-            "team_id": TEAM_ID,
-            "user_id": BOT_USER_ID,
-            "bot_id": BOT_ID,
-        })),
-        "chat.postMessage" => post_message(&mut shared.state(), &args),
-        "files.getUploadURLExternal" => get_upload_url(shared, &args),
-        "files.completeUploadExternal" => complete_upload(shared, &args),
-        _ => Err(Refusal::code("unknown_method")),
-    };
-    match answer {
-        Ok(Value::Object(mut fields)) => {
-            fields.insert("ok".into(), Value::Bool(true));
-            json_answer(StatusCode::OK, Value::Object(fields))
-        }
-        Ok(other) => json_answer(StatusCode::OK, other),
-        Err(refusal) => refusal.answer(),
-    }
-}
-
-/// Slack's `ok: false` answer, with the details its validation adds.
-struct Refusal {
-    code: &'static str,
-    messages: Vec<String>,
-}
-
-impl Refusal {
-    fn code(code: &'static str) -> Refusal {
-        Refusal {
-            code,
-            messages: Vec::new(),
-        }
-    }
-
-    fn with(code: &'static str, message: String) -> Refusal {
-        Refusal {
-            code,
-            messages: vec![message],
-        }
-    }
-
-    fn answer(self) -> Answer {
-        if self.messages.is_empty() {
-            return slack_error(self.code);
-        }
-        let logged: Vec<String> = self
-            .messages
-            .iter()
-            .map(|m| format!("[ERROR] {m}"))
-            .collect();
-        json_answer(
-            StatusCode::OK,
-            json!({
-                "ok": false,
-                "error": self.code,
-                "errors": self.messages,
-                "response_metadata": { "messages": logged },
-            }),
-        )
-    }
-}
-
-fn post_message(state: &mut State, args: &Args) -> Result<Value, Refusal> {
-    let channel = str_arg(args, "channel").ok_or(Refusal::code("channel_not_found"))?;
-    if !state.channels.contains(&channel) {
-        return Err(Refusal::code("channel_not_found"));
-    }
-    let text = str_arg(args, "text");
-    let markdown_text = str_arg(args, "markdown_text");
-    let blocks = match json_arg(args, "blocks") {
-        None => None,
-        Some(Ok(blocks @ Value::Array(_))) => Some(blocks),
-        Some(_) => return Err(Refusal::code("invalid_blocks_format")),
-    };
-    if markdown_text.is_some() && (text.is_some() || blocks.is_some()) {
-        return Err(Refusal::code("markdown_text_conflict"));
-    }
-    if text.is_none()
-        && markdown_text.is_none()
-        && blocks.is_none()
-        && !args.contains_key("attachments")
-    {
-        return Err(Refusal::code("no_text"));
-    }
-    if let Some(blocks) = &blocks {
-        check_blocks(blocks, &state.rejected_block_types)?;
-    }
-    let thread_ts = str_arg(args, "thread_ts");
-    let ts = state.next_ts();
-    state.messages.push(PostedMessage {
-        channel: channel.clone(),
-        ts: ts.clone(),
-        thread_ts: thread_ts.clone(),
-        text: text.clone(),
-        blocks: blocks.clone(),
-    });
-    let mut message = json!({
-        "type": "message",
-        "user": BOT_USER_ID,
-        "bot_id": BOT_ID,
-        "team": TEAM_ID,
-        "text": text.or(markdown_text).unwrap_or_default(),
-        "ts": ts,
-    });
-    if let Some(thread_ts) = thread_ts {
-        message["thread_ts"] = Value::String(thread_ts);
-    }
-    if let Some(blocks) = blocks {
-        message["blocks"] = blocks;
-    }
-    Ok(json!({ "channel": channel, "ts": ts, "message": message }))
-}
-
-/// Every block an object with a `type`, none of a rejected type.
-fn check_blocks(blocks: &Value, rejected: &HashSet<String>) -> Result<(), Refusal> {
-    for (i, block) in blocks.as_array().into_iter().flatten().enumerate() {
-        let Some(ty) = block.get("type").and_then(Value::as_str) else {
-            let message = format!("missing required field: type [json-pointer:/blocks/{i}]");
-            return Err(Refusal::with("invalid_blocks", message));
-        };
-        if rejected.contains(ty) {
-            let message = format!("unsupported type: {ty} [json-pointer:/blocks/{i}/type]");
-            return Err(Refusal::with("invalid_blocks", message));
-        }
-    }
-    Ok(())
-}
-
-fn get_upload_url(shared: &Shared, args: &Args) -> Result<Value, Refusal> {
-    let missing = |field: &str| {
-        Refusal::with(
-            "invalid_arguments",
-            format!("missing required field: {field}"),
-        )
-    };
-    let filename = str_arg(args, "filename").ok_or_else(|| missing("filename"))?;
-    let length = str_arg(args, "length").ok_or_else(|| missing("length"))?;
-    let length: usize = length.parse().map_err(|_| {
-        Refusal::with(
-            "invalid_arguments",
-            "must be an integer [json-pointer:/length]".into(),
-        )
-    })?;
-    if length == 0 {
-        return Err(Refusal::code("missing_argument"));
-    }
-    let alt_txt = str_arg(args, "alt_txt");
-    if alt_txt
-        .as_ref()
-        .is_some_and(|alt| alt.chars().count() > MAX_ALT_TXT_CHARS)
-    {
-        return Err(Refusal::code("alt_txt_too_large"));
-    }
-    let mut state = shared.state();
-    let file_id = format!("F{:010}", state.next_serial());
-    let pending = PendingUpload {
-        filename,
-        length,
-        alt_txt,
-        bytes: None,
-    };
-    state.pending.insert(file_id.clone(), pending);
-    let upload_url = format!("{}/upload/{file_id}", shared.base_url);
-    Ok(json!({ "upload_url": upload_url, "file_id": file_id }))
-}
-
-fn complete_upload(shared: &Shared, args: &Args) -> Result<Value, Refusal> {
-    let invalid = |message: &str| Refusal::with("invalid_arguments", message.to_string());
-    let files = match json_arg(args, "files") {
-        None => return Err(invalid("missing required field: files")),
-        Some(Ok(Value::Array(files))) if !files.is_empty() => files,
-        Some(_) => return Err(invalid("must be a non-empty array [json-pointer:/files]")),
-    };
-    let mut wanted = Vec::new();
-    for file in &files {
-        let id = file.get("id").and_then(Value::as_str);
-        let id = id.ok_or_else(|| invalid("missing required field: id [json-pointer:/files]"))?;
-        let title = file
-            .get("title")
-            .and_then(Value::as_str)
-            .filter(|t| !t.is_empty());
-        wanted.push((id.to_string(), title.map(str::to_string)));
-    }
-    let mut channels: Vec<String> = str_arg(args, "channels")
-        .map(|list| list.split(',').map(|c| c.trim().to_string()).collect())
-        .unwrap_or_default();
-    channels.extend(str_arg(args, "channel_id"));
-    let thread_ts = str_arg(args, "thread_ts");
-    let initial_comment = str_arg(args, "initial_comment");
-
-    let mut state = shared.state();
-    if channels.iter().any(|c| !state.channels.contains(c)) {
-        return Err(Refusal::code("channel_not_found"));
-    }
-    let uploaded = |id: &String| state.pending.get(id).is_some_and(|p| p.bytes.is_some());
-    if !wanted.iter().all(|(id, _)| uploaded(id)) {
-        return Err(Refusal::code("file_not_found"));
-    }
-    let targets: Vec<Option<String>> = if channels.is_empty() {
-        vec![None]
-    } else {
-        channels.into_iter().map(Some).collect()
-    };
-    let share_ts: Vec<Option<String>> = targets
-        .iter()
-        .map(|target| target.as_ref().map(|_| state.next_ts()))
-        .collect();
-    let mut answered = Vec::new();
-    for (file_id, title) in wanted {
-        let Some(pending) = state.pending.remove(&file_id) else {
-            return Err(Refusal::code("file_not_found"));
-        };
-        let title = title.unwrap_or_else(|| pending.filename.clone());
-        let bytes = pending.bytes.unwrap_or_default();
-        answered.push(json!({
-            "id": file_id,
-            "name": pending.filename,
-            "title": title,
-            "mimetype": "application/octet-stream",
-            "size": bytes.len(),
-            "permalink": format!("{}/files/{file_id}", shared.base_url),
-        }));
-        for (channel, ts) in targets.iter().zip(&share_ts) {
-            state.files.push(SharedFile {
-                file_id: file_id.clone(),
-                channel: channel.clone(),
-                ts: ts.clone(),
-                thread_ts: thread_ts.clone(),
-                filename: pending.filename.clone(),
-                title: title.clone(),
-                initial_comment: initial_comment.clone(),
-                alt_txt: pending.alt_txt.clone(),
-                bytes: bytes.clone(),
-            });
-        }
-    }
-    Ok(json!({ "files": answered }))
-}
-
-/// The upload URL: stores the bytes of a pending file.
-async fn upload(shared: &Shared, file_id: &str, req: Request<Incoming>) -> Answer {
-    match shared.fault("upload") {
-        Some(Fault::RateLimited(secs)) => return rate_limited(secs),
-        Some(Fault::Error(error)) => return text(StatusCode::INTERNAL_SERVER_ERROR, &error),
-        None => {}
-    }
-    if req.method() != Method::POST {
-        return text(StatusCode::METHOD_NOT_ALLOWED, "POST the file");
-    }
-    let (parts, body) = req.into_parts();
-    let Ok(body) = body.collect().await.map(|b| b.to_bytes()) else {
-        return text(StatusCode::BAD_REQUEST, "truncated body");
-    };
-    let bytes = match content_type(&parts.headers) {
-        Some((essence, params)) if essence == "multipart/form-data" => {
-            let file = param(&params, "boundary")
-                .map(|boundary| multipart(&body, &boundary))
-                .and_then(|parts| parts.into_iter().find(|part| part.name == "file"));
-            match file {
-                Some(part) => part.bytes,
-                None => return text(StatusCode::BAD_REQUEST, "no file part"),
-            }
-        }
-        _ => body.to_vec(),
-    };
-    let mut state = shared.state();
-    let Some(pending) = state.pending.get_mut(file_id) else {
-        return text(StatusCode::NOT_FOUND, "unknown upload");
-    };
-    if bytes.len() != pending.length {
-        let message = format!("expected {} bytes, got {}", pending.length, bytes.len());
-        return text(StatusCode::BAD_REQUEST, &message);
-    }
-    let answer = format!("OK - {}", bytes.len());
-    pending.bytes = Some(bytes);
-    text(StatusCode::OK, &answer)
-}
-
-// ---- requests ----
-
-/// The arguments from the query string and the body.
-fn arguments(
-    method: &Method,
-    headers: &HeaderMap,
-    query: Option<&str>,
-    body: &[u8],
-) -> Result<Args, &'static str> {
-    let mut args = Args::new();
-    for (name, value) in form_pairs(query.unwrap_or_default()) {
-        args.insert(name, Value::String(value));
-    }
-    if method != Method::POST || body.is_empty() {
-        return Ok(args);
-    }
-    let Some((essence, params)) = content_type(headers) else {
-        return Err("missing_post_type");
-    };
-    let charset = param(&params, "charset").map(|c| c.to_ascii_lowercase());
-    if charset.is_some_and(|c| c != "utf-8" && c != "iso-8859-1") {
-        return Err("invalid_charset");
-    }
-    match essence.as_str() {
-        "application/json" => match serde_json::from_slice(body) {
-            Ok(Value::Object(fields)) => args.extend(fields),
-            _ => return Err("invalid_form_data"),
-        },
-        "application/x-www-form-urlencoded" => {
-            let body = std::str::from_utf8(body).map_err(|_| "invalid_form_data")?;
-            for (name, value) in form_pairs(body) {
-                args.insert(name, Value::String(value));
-            }
-        }
-        "multipart/form-data" => {
-            let boundary = param(&params, "boundary").ok_or("invalid_form_data")?;
-            for part in multipart(body, &boundary) {
-                let value = String::from_utf8_lossy(&part.bytes).into_owned();
-                args.insert(part.name, Value::String(value));
-            }
-        }
-        _ => return Err("invalid_post_type"),
-    }
-    Ok(args)
-}
-
-/// A string argument; empty counts as absent, as in Slack.
-fn str_arg(args: &Args, name: &str) -> Option<String> {
-    match args.get(name)? {
-        Value::String(s) if s.is_empty() => None,
-        Value::String(s) => Some(s.clone()),
-        Value::Null => None,
-        other => Some(other.to_string()),
-    }
-}
-
-/// A JSON-typed argument, given as JSON or as JSON text.
-fn json_arg(args: &Args, name: &str) -> Option<Result<Value, serde_json::Error>> {
-    match args.get(name)? {
-        Value::String(s) => Some(serde_json::from_str(s)),
-        other => Some(Ok(other.clone())),
-    }
-}
-
-fn bearer_token(headers: &HeaderMap) -> Option<String> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let token = value.strip_prefix("Bearer ")?.trim();
-    (!token.is_empty()).then(|| token.to_string())
-}
-
-/// The media type (lowercase) and its parameters.
-fn content_type(headers: &HeaderMap) -> Option<(String, Vec<(String, String)>)> {
-    let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
-    let mut pieces = value.split(';');
-    let essence = pieces.next()?.trim().to_ascii_lowercase();
-    let params = pieces
-        .filter_map(|p| p.split_once('='))
-        .map(|(k, v)| {
-            (
-                k.trim().to_ascii_lowercase(),
-                v.trim().trim_matches('"').to_string(),
-            )
-        })
-        .collect();
-    Some((essence, params))
-}
-
-fn param(params: &[(String, String)], name: &str) -> Option<String> {
-    params
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.clone())
-}
-
-/// `a=1&b=x%20y` as pairs, decoded.
-fn form_pairs(encoded: &str) -> Vec<(String, String)> {
-    encoded
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            (percent_decode(name), percent_decode(value))
-        })
-        .collect()
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(byte)) => {
-                out.push(byte);
-                i += 3;
-                continue;
-            }
-            (b'+', _) => out.push(b' '),
-            (other, _) => out.push(other),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-struct Part {
-    name: String,
-    bytes: Vec<u8>,
-}
-
-/// The named parts of a multipart/form-data body.
-fn multipart(body: &[u8], boundary: &str) -> Vec<Part> {
-    let delimiter = format!("--{boundary}");
-    let mut parts = Vec::new();
-    let mut rest = match find(body, delimiter.as_bytes()) {
-        Some(at) => &body[at + delimiter.len()..],
-        None => return parts,
-    };
-    while !rest.starts_with(b"--") {
-        let Some(end) = find(rest, delimiter.as_bytes()) else {
-            break;
-        };
-        let part = rest[..end].strip_prefix(b"\r\n").unwrap_or(&rest[..end]);
-        let part = part.strip_suffix(b"\r\n").unwrap_or(part);
-        if let Some(split) = find(part, b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&part[..split]);
-            let name = head
-                .lines()
-                .filter(|line| {
-                    line.to_ascii_lowercase()
-                        .starts_with("content-disposition:")
-                })
-                .flat_map(|line| line.split(';'))
-                .find_map(|p| p.trim().strip_prefix("name="))
-                .map(|n| n.trim_matches('"').to_string());
-            if let Some(name) = name {
-                let bytes = part[split + 4..].to_vec();
-                parts.push(Part { name, bytes });
-            }
-        }
-        rest = &rest[end + delimiter.len()..];
-    }
-    parts
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-// ---- answers ----
-
-fn json_answer(status: StatusCode, body: Value) -> Answer {
-    let mut answer = Response::new(Full::new(Bytes::from(body.to_string())));
-    *answer.status_mut() = status;
-    let json = header::HeaderValue::from_static("application/json; charset=utf-8");
-    answer.headers_mut().insert(header::CONTENT_TYPE, json);
-    answer
-}
-
-fn slack_error(code: &str) -> Answer {
-    json_answer(StatusCode::OK, json!({ "ok": false, "error": code }))
-}
-
-fn rate_limited(retry_after_secs: u64) -> Answer {
-    let body = json!({ "ok": false, "error": "ratelimited" });
-    let mut answer = json_answer(StatusCode::TOO_MANY_REQUESTS, body);
-    answer
-        .headers_mut()
-        .insert(header::RETRY_AFTER, retry_after_secs.into());
-    answer
-}
-
-fn text(status: StatusCode, body: &str) -> Answer {
-    let mut answer = Response::new(Full::new(Bytes::from(body.to_string())));
-    *answer.status_mut() = status;
-    let plain = header::HeaderValue::from_static("text/plain; charset=utf-8");
-    answer.headers_mut().insert(header::CONTENT_TYPE, plain);
-    answer
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn forms_decode() {
-        let pairs = form_pairs("a=1&b=x%20y+z&c=%7B%22k%22%3A1%7D&d");
-        let want = [("a", "1"), ("b", "x y z"), ("c", "{\"k\":1}"), ("d", "")];
-        let want: Vec<(String, String)> = want
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        assert_eq!(pairs, want);
-        assert_eq!(percent_decode("100%"), "100%");
-    }
-
-    #[test]
-    fn multipart_parts() {
-        let body = b"--XX\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\nhi\r\n\
-            --XX\r\nContent-Disposition: form-data; filename=\"a.bin\"; name=\"file\"\r\n\
-            Content-Type: application/octet-stream\r\n\r\n\x00\r\n\x01\r\n--XX--\r\n";
-        let parts = multipart(body, "XX");
-        assert_eq!(parts.len(), 2);
-        assert_eq!(
-            (parts[0].name.as_str(), parts[0].bytes.as_slice()),
-            ("title", &b"hi"[..])
-        );
-        assert_eq!(
-            (parts[1].name.as_str(), parts[1].bytes.as_slice()),
-            ("file", &b"\x00\r\n\x01"[..])
-        );
     }
 }
