@@ -1,21 +1,46 @@
 //! The fake Slack speaks Slack to slack-morphism, the client calvin uses:
 //! each Web API method's answer deserialises into slack-morphism's strict
-//! response type and its errors carry the contract's codes.
+//! response type and its errors carry the contract's codes; each Socket
+//! Mode frame has the shape slack-morphism reads; and slack-morphism's own
+//! Socket Mode listener parses every frame (hello, events_api, interactive,
+//! disconnect) into the right variant, acks, reconnects after a cut or a
+//! `disconnect`, and gets what it missed.
+//!
+//! slack-morphism 2.31 does not export `SlackSocketModeEvent` (its
+//! `models::socket_mode` module is shadowed by the listener's
+//! `socket_mode`), so frames are checked twice: read raw, their payloads
+//! parse as the exported `SlackPushEventCallback` / `SlackInteractionEvent`
+//! and hello as the hello callback's event type; and through the real
+//! listener, which parses each frame as `SlackSocketModeEvent` and would
+//! report a `ProtocolError` for any frame that did not parse.
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use calvin_tests::fake_slack::{APP_ID, BOT_ID, BOT_USER_ID, Conversation, FakeSlack, TEAM_ID};
+use calvin_tests::fake_slack::{
+    APP_ID, BOT_ID, BOT_USER_ID, Conversation, EnvelopeKind, EnvelopeStatus, FakeSlack, SocketEnd,
+    TEAM_ID,
+};
+use futures_util::{SinkExt, StreamExt};
 use hyper_util::client::legacy::connect::HttpConnector;
 use serde_json::{Value, json};
 use slack_morphism::errors::SlackClientError;
 use slack_morphism::prelude::*;
+use tokio::net::TcpStream;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 const TOKEN: &str = "xoxb-fake-slack-test";
 const CHANNEL: &str = "C0GENERAL1";
 const ADA: &str = "U0ADA00001";
 const BOB: &str = "U0BOB00002";
+/// Long enough for anything on loopback; a test fails rather than hangs.
+const WAIT: Duration = Duration::from_secs(15);
 
 type Connector = SlackClientHyperConnector<HttpConnector>;
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 async fn fake() -> FakeSlack {
     let fake = FakeSlack::start(TOKEN, &[CHANNEL]).await;
@@ -680,4 +705,542 @@ async fn unknown_methods_stay_unknown() {
         .http_post("chat.scheduleMessage", &json!({"channel": CHANNEL}), None)
         .await;
     assert_eq!(code(answer), "unknown_method");
+}
+
+// ---- Socket Mode frames, read raw ----
+
+async fn connect_raw(fake: &FakeSlack) -> Ws {
+    let client = client(fake);
+    let app_token = token(&fake.app_token());
+    let app = client.open_session(&app_token);
+    let request = SlackApiAppsConnectionOpenRequest::new();
+    let opened = app.apps_connections_open(&request).await.expect("open");
+    let (ws, _) = tokio_tungstenite::connect_async(opened.url.0.as_str())
+        .await
+        .expect("connect");
+    ws
+}
+
+/// The next text frame, as JSON.
+async fn next_frame(ws: &mut Ws) -> Value {
+    loop {
+        let frame = tokio::time::timeout(WAIT, ws.next()).await;
+        match frame
+            .expect("a frame in time")
+            .expect("open")
+            .expect("frame")
+        {
+            Message::Text(text) => return serde_json::from_str(text.as_str()).expect("JSON"),
+            Message::Ping(_) | Message::Pong(_) => continue,
+            other => panic!("unexpected frame {other:?}"),
+        }
+    }
+}
+
+/// The next frame, an envelope of `kind` for `envelope_id`: its payload.
+async fn next_envelope(ws: &mut Ws, kind: &str, envelope_id: &str) -> Value {
+    let frame = next_frame(ws).await;
+    assert_eq!(frame["type"], kind, "{frame}");
+    assert_eq!(frame["envelope_id"], envelope_id, "{frame}");
+    assert!(frame["accepts_response_payload"].is_boolean(), "{frame}");
+    frame["payload"].clone()
+}
+
+/// `json` as the event type of slack-morphism's hello callback
+/// (`SlackSocketModeHelloEvent`, which it does not export by name).
+fn as_hello_event<E>(
+    _callback: &(dyn SlackSocketModeListenerCallback<Connector, E, ()> + Send + Sync),
+    json: Value,
+) -> E
+where
+    E: serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    serde_json::from_value(json).expect("a SlackSocketModeHelloEvent")
+}
+
+async fn ack(ws: &mut Ws, envelope_id: &str, payload: Option<Value>) {
+    let mut frame = json!({ "envelope_id": envelope_id });
+    if let Some(payload) = payload {
+        frame["payload"] = payload;
+    }
+    ws.send(Message::text(frame.to_string()))
+        .await
+        .expect("ack");
+}
+
+#[tokio::test]
+async fn every_frame_has_the_shape_slack_morphism_reads() {
+    let fake = fake().await;
+    let mut ws = connect_raw(&fake).await;
+
+    let hello = next_frame(&mut ws).await;
+    assert_eq!(hello["type"], "hello");
+    let callbacks = SlackSocketModeListenerCallbacks::<Connector>::new();
+    let parsed = as_hello_event(&*callbacks.hello_callback, hello.clone());
+    assert_eq!(parsed.num_connections, 1);
+    assert_eq!(parsed.connection_info.app_id.0, APP_ID);
+    assert_eq!(parsed.debug_info.host, "fake-slack-1");
+    assert_eq!(parsed.debug_info.approximate_connection_time, Some(18060));
+    fake.wait_for_sockets(1, WAIT).await.expect("socket");
+
+    let parent = fake.add_message(CHANNEL, BOB, "deploy?", None);
+    let (message_ts, envelope) = fake.message_event(CHANNEL, ADA, "go ahead", Some(&parent));
+    let payload = next_envelope(&mut ws, "events_api", &envelope).await;
+    let callback: SlackPushEventCallback = serde_json::from_value(payload).expect("push");
+    assert!(callback.event_id.0.starts_with("Ev"));
+    assert_eq!(callback.api_app_id.0, APP_ID);
+    let SlackEventCallbackBody::Message(message) = &callback.event else {
+        panic!("expected a message body: {callback:?}");
+    };
+    assert_eq!(message.origin.ts.0, message_ts);
+    assert_eq!(message.origin.thread_ts, Some(ts(&parent)));
+    assert_eq!(message.origin.channel, Some(channel(CHANNEL)));
+    let channel_type = message.origin.channel_type.as_ref().map(|t| t.0.as_str());
+    assert_eq!(channel_type, Some("channel"));
+    assert_eq!(
+        message.sender.user.as_ref().map(|u| u.0.as_str()),
+        Some(ADA)
+    );
+    let content = message.content.as_ref().expect("content");
+    assert_eq!(content.text.as_deref(), Some("go ahead"));
+    ack(&mut ws, &envelope, None).await;
+    let acked = fake.wait_ack(&envelope, WAIT).await.expect("ack");
+    assert!(acked.payload.is_none());
+
+    let envelope = fake.reaction_event(BOB, "thumbsup", CHANNEL, &message_ts);
+    let payload = next_envelope(&mut ws, "events_api", &envelope).await;
+    let callback: SlackPushEventCallback = serde_json::from_value(payload).expect("push");
+    let SlackEventCallbackBody::ReactionAdded(reaction) = &callback.event else {
+        panic!("expected reaction_added: {callback:?}");
+    };
+    assert_eq!(
+        (reaction.user.0.as_str(), reaction.reaction.0.as_str()),
+        (BOB, "thumbsup")
+    );
+    assert_eq!(reaction.item_user.as_ref().map(|u| u.0.as_str()), Some(ADA));
+    match &reaction.item {
+        SlackReactionsItem::Message(item) => assert_eq!(item.origin.ts.0, message_ts),
+        other => panic!("expected a message item: {other:?}"),
+    }
+    ack(&mut ws, &envelope, None).await;
+
+    let card = post_card(&fake).await;
+    let envelope = fake.click(ADA, CHANNEL, &card, "approve").expect("click");
+    let payload = next_envelope(&mut ws, "interactive", &envelope).await;
+    let event: SlackInteractionEvent = serde_json::from_value(payload).expect("interaction");
+    let SlackInteractionEvent::BlockActions(click) = event else {
+        panic!("expected block_actions: {event:?}");
+    };
+    let action = &click.actions.as_ref().expect("actions")[0];
+    assert_eq!(action.action_id.0, "approve");
+    assert_eq!(action.value.as_deref(), Some("yes"));
+    assert_eq!(
+        action.block_id.as_ref().map(|b| b.0.as_str()),
+        Some("choice")
+    );
+    assert_eq!(click.user.as_ref().map(|u| u.id.0.as_str()), Some(ADA));
+    match &click.container {
+        SlackInteractionActionContainer::Message(container) => {
+            assert_eq!(container.message_ts.0, card)
+        }
+        other => panic!("expected a message container: {other:?}"),
+    }
+    let clicked_on = click.message.as_ref().expect("message");
+    let bot = clicked_on.sender.bot_id.as_ref().map(|b| b.0.as_str());
+    assert_eq!(bot, Some(BOT_ID));
+    ack(&mut ws, &envelope, None).await;
+
+    let client = client(&fake);
+    let bot_token = token(TOKEN);
+    let session = client.open_session(&bot_token);
+    let open = SlackApiViewsOpenRequest::new(click.trigger_id.clone(), modal());
+    let opened = session.views_open(&open).await.expect("views.open");
+    let view_id = opened.view.state_params.id;
+    let wrong_user = fake.submit(BOB, &view_id.0, &[("reason", "text", "x")]);
+    assert!(wrong_user.is_err(), "the modal is Ada's");
+    let typed = [("reason", "text", "tests are green")];
+    let envelope = fake.submit(ADA, &view_id.0, &typed).expect("submit");
+    let frame = next_frame(&mut ws).await;
+    assert_eq!(frame["accepts_response_payload"], true);
+    let event: SlackInteractionEvent =
+        serde_json::from_value(frame["payload"].clone()).expect("interaction");
+    let SlackInteractionEvent::ViewSubmission(submission) = event else {
+        panic!("expected view_submission: {event:?}");
+    };
+    assert_eq!(submission.view.state_params.id, view_id);
+    let values = submission.view.state_params.state.expect("state").values;
+    let block = &values[&SlackBlockId::new("reason".into())];
+    let value = &block[&SlackActionId::new("text".into())];
+    assert_eq!(value.value.as_deref(), Some("tests are green"));
+    let errors = json!({"response_action": "errors", "errors": {"reason": "too short"}});
+    ack(&mut ws, &envelope, Some(errors.clone())).await;
+    let acked = fake.wait_ack(&envelope, WAIT).await.expect("ack");
+    assert_eq!(acked.payload, Some(errors));
+    assert!(acked.delay < Duration::from_secs(3));
+
+    fake.send_disconnect("refresh_requested");
+    let disconnect = next_frame(&mut ws).await;
+    let want = json!({
+        "type": "disconnect",
+        "reason": "refresh_requested",
+        "debug_info": {"host": "fake-slack-1"},
+    });
+    assert_eq!(disconnect, want);
+    assert_eq!(fake.socket_count(), 0, "told to go: no new envelopes");
+    ws.close(None).await.expect("close");
+    let ended = |f: &FakeSlack| f.sockets()[0].ended.is_some();
+    fake.wait_until("the socket's end", WAIT, ended)
+        .await
+        .expect("closed");
+    let end = fake.sockets()[0].ended.map(|(_, end)| end);
+    assert_eq!(end, Some(SocketEnd::ClientClosed));
+}
+
+#[tokio::test]
+async fn unacked_events_come_again_and_interactions_do_not() {
+    let fake = fake().await;
+    fake.set_ack_timeout(Duration::from_millis(200));
+    let mut ws = connect_raw(&fake).await;
+    next_frame(&mut ws).await;
+
+    let (_, envelope) = fake.message_event(CHANNEL, ADA, "anyone?", None);
+    let mut event_ids = HashSet::new();
+    for attempt in 0..=3 {
+        let frame = next_frame(&mut ws).await;
+        assert_eq!(frame["envelope_id"], envelope);
+        assert_eq!(frame["retry_attempt"], attempt);
+        let reason = if attempt == 0 { "" } else { "timeout" };
+        assert_eq!(frame["retry_reason"], reason);
+        event_ids.insert(frame["payload"]["event_id"].to_string());
+    }
+    assert_eq!(event_ids.len(), 1, "a retry carries the same event_id");
+    let delivered = Some(EnvelopeStatus::Delivered);
+    let gave_up = |f: &FakeSlack| f.envelope_status(&envelope) != delivered;
+    fake.wait_until("Slack giving up", WAIT, gave_up)
+        .await
+        .expect("gave up");
+    let status = fake.envelope_status(&envelope);
+    assert_eq!(status, Some(EnvelopeStatus::GaveUp("timeout".into())));
+    assert_eq!(fake.deliveries(&envelope).len(), 4);
+
+    let card = post_card(&fake).await;
+    let click = fake.click(ADA, CHANNEL, &card, "approve").expect("click");
+    next_envelope(&mut ws, "interactive", &click).await;
+    let settled = |f: &FakeSlack| f.envelope_status(&click) != delivered;
+    fake.wait_until("the click's fate", WAIT, settled)
+        .await
+        .expect("settled");
+    let status = fake.envelope_status(&click);
+    assert_eq!(status, Some(EnvelopeStatus::GaveUp("timeout".into())));
+    assert_eq!(fake.deliveries(&click).len(), 1, "never redelivered");
+
+    let raw = fake.send_envelope(EnvelopeKind::EventsApi, false, json!({"x": 1}));
+    let payload = next_envelope(&mut ws, "events_api", &raw).await;
+    assert_eq!(payload, json!({"x": 1}));
+}
+
+// ---- slack-morphism's Socket Mode listener ----
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What the listener's callbacks saw, in order.
+#[derive(Debug)]
+enum Seen {
+    Message {
+        event_id: String,
+        text: Option<String>,
+    },
+    Reaction {
+        reaction: String,
+    },
+    Click {
+        action_id: String,
+        view_id: Option<String>,
+    },
+    Submission {
+        view_id: String,
+        reason: Option<String>,
+    },
+}
+
+/// The callbacks' link to the test (callbacks are plain `fn`s: this rides
+/// in the listener's user state).
+#[derive(Clone)]
+struct Probe {
+    seen: mpsc::UnboundedSender<Seen>,
+    /// `num_connections` of each hello.
+    hellos: mpsc::UnboundedSender<u32>,
+    /// The bot token, to open a modal from a click.
+    bot_token: SlackApiToken,
+    /// A message "hold" waits for a permit the first time it comes.
+    gate: Arc<Semaphore>,
+    first_seen: Arc<Mutex<HashSet<String>>>,
+}
+
+/// Frames the listener could not parse (a `ProtocolError`): there must be
+/// none. Errors of the connection itself (a cut) are expected.
+static UNPARSED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+async fn probe_of(states: &SlackClientEventsUserState) -> Option<Probe> {
+    states.read().await.get_user_state::<Probe>().cloned()
+}
+
+async fn on_push(
+    event: SlackPushEventCallback,
+    _client: Arc<SlackClient<Connector>>,
+    states: SlackClientEventsUserState,
+) -> UserCallbackResult<()> {
+    let Some(probe) = probe_of(&states).await else {
+        return Ok(());
+    };
+    match &event.event {
+        SlackEventCallbackBody::Message(message) => {
+            let event_id = event.event_id.0.clone();
+            let text = message.content.as_ref().and_then(|c| c.text.clone());
+            let first = {
+                let mut first_seen = probe.first_seen.lock().expect("probe");
+                first_seen.insert(event_id.clone())
+            };
+            let hold = first && text.as_deref() == Some("hold");
+            let _ = probe.seen.send(Seen::Message { event_id, text });
+            if hold {
+                let _ = tokio::time::timeout(WAIT, probe.gate.acquire()).await;
+            }
+        }
+        SlackEventCallbackBody::ReactionAdded(reaction) => {
+            let reaction = reaction.reaction.0.clone();
+            let _ = probe.seen.send(Seen::Reaction { reaction });
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A click opens the modal (as an app does, with the click's trigger); a
+/// submission is answered with `response_action: clear`.
+async fn on_interaction(
+    event: SlackInteractionEvent,
+    client: Arc<SlackClient<Connector>>,
+    states: SlackClientEventsUserState,
+) -> UserCallbackResult<SlackInteractionResponse> {
+    let Some(probe) = probe_of(&states).await else {
+        return Ok(SlackInteractionResponse::Empty);
+    };
+    match event {
+        SlackInteractionEvent::BlockActions(click) => {
+            let actions = click.actions.unwrap_or_default();
+            let action_id = actions.first().map(|a| a.action_id.0.clone());
+            let session = client.open_session(&probe.bot_token);
+            let open = SlackApiViewsOpenRequest::new(click.trigger_id, modal());
+            let opened = session.views_open(&open).await;
+            let _ = probe.seen.send(Seen::Click {
+                action_id: action_id.unwrap_or_default(),
+                view_id: opened.ok().map(|o| o.view.state_params.id.0),
+            });
+            Ok(SlackInteractionResponse::Empty)
+        }
+        SlackInteractionEvent::ViewSubmission(submission) => {
+            let params = submission.view.state_params;
+            let values = params.state.map(|s| s.values).unwrap_or_default();
+            let reason = values
+                .get(&SlackBlockId::new("reason".into()))
+                .and_then(|block| block.get(&SlackActionId::new("text".into())))
+                .and_then(|value| value.value.clone());
+            let view_id = params.id.0;
+            let _ = probe.seen.send(Seen::Submission { view_id, reason });
+            let clear = SlackViewSubmissionResponse::Clear(SlackViewSubmissionClearResponse {});
+            Ok(SlackInteractionResponse::ViewSubmission(clear))
+        }
+        _ => Ok(SlackInteractionResponse::Empty),
+    }
+}
+
+fn on_error(
+    err: BoxError,
+    _client: Arc<SlackClient<Connector>>,
+    _states: SlackClientEventsUserState,
+) -> HttpStatusCode {
+    if let Some(SlackClientError::ProtocolError(unparsed)) = err.downcast_ref() {
+        UNPARSED.lock().expect("errors").push(unparsed.to_string());
+    }
+    HttpStatusCode::OK
+}
+
+async fn next_seen(seen: &mut mpsc::UnboundedReceiver<Seen>) -> Seen {
+    let next = tokio::time::timeout(WAIT, seen.recv()).await;
+    next.expect("a callback in time").expect("probe open")
+}
+
+fn seen_text(seen: Seen) -> String {
+    match seen {
+        Seen::Message { text, .. } => text.unwrap_or_default(),
+        other => panic!("expected a message, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn slack_morphism_listener_end_to_end() {
+    let fake = fake().await;
+    // Sent before any socket is open: it waits.
+    let (_, early) = fake.message_event(CHANNEL, ADA, "early", None);
+
+    let (seen_tx, mut seen) = mpsc::unbounded_channel();
+    let (hellos_tx, mut hellos) = mpsc::unbounded_channel();
+    let probe = Probe {
+        seen: seen_tx,
+        hellos: hellos_tx,
+        bot_token: token(TOKEN),
+        gate: Arc::new(Semaphore::new(0)),
+        first_seen: Arc::default(),
+    };
+    let environment = SlackClientEventsListenerEnvironment::new(Arc::new(client(&fake)))
+        .with_error_handler(on_error)
+        .with_user_state(probe.clone());
+    let callbacks = SlackSocketModeListenerCallbacks::new()
+        .with_hello_events(|hello, _client, states| async move {
+            if let Some(probe) = probe_of(&states).await {
+                let _ = probe.hellos.send(hello.num_connections);
+            }
+        })
+        .with_push_events(on_push)
+        .with_interaction_events(on_interaction);
+    let config = SlackClientSocketModeConfig::new()
+        .with_initial_backoff_in_seconds(0)
+        .with_reconnect_timeout_in_seconds(1);
+    let listener = SlackClientSocketModeListener::new(&config, Arc::new(environment), callbacks);
+    let app_token = token(&fake.app_token());
+    listener.listen_for(&app_token).await.expect("listen_for");
+    listener.start().await;
+
+    fake.wait_for_sockets(2, WAIT).await.expect("two sockets");
+    let acked = fake.wait_ack(&early, WAIT).await.expect("the early event");
+    assert!(acked.delay < Duration::from_secs(3), "{acked:?}");
+    assert_eq!(seen_text(next_seen(&mut seen).await), "early");
+
+    let (message_ts, message) = fake.message_event(CHANNEL, ADA, "hello bot", None);
+    let acked = fake.wait_ack(&message, WAIT).await.expect("message acked");
+    assert!(acked.delay < Duration::from_secs(3), "{acked:?}");
+    assert_eq!(seen_text(next_seen(&mut seen).await), "hello bot");
+
+    let reaction = fake.reaction_event(BOB, "eyes", CHANNEL, &message_ts);
+    fake.wait_ack(&reaction, WAIT)
+        .await
+        .expect("reaction acked");
+    match next_seen(&mut seen).await {
+        Seen::Reaction { reaction } => assert_eq!(reaction, "eyes"),
+        other => panic!("expected the reaction, got {other:?}"),
+    }
+
+    // A click, acked in time; its callback opened the modal with the
+    // click's trigger; the submission's ack carries the callback's answer.
+    let card = post_card(&fake).await;
+    let click = fake.click(BOB, CHANNEL, &card, "deny").expect("click");
+    let acked = fake.wait_ack(&click, WAIT).await.expect("click acked");
+    assert!(acked.delay < Duration::from_secs(3), "{acked:?}");
+    let view_id = match next_seen(&mut seen).await {
+        Seen::Click { action_id, view_id } => {
+            assert_eq!(action_id, "deny");
+            view_id.expect("views.open with the click's trigger")
+        }
+        other => panic!("expected the click, got {other:?}"),
+    };
+    assert_eq!(fake.views()[0].user, BOB);
+    let typed = [("reason", "text", "not on a Friday")];
+    let submission = fake.submit(BOB, &view_id, &typed).expect("submit");
+    let acked = fake
+        .wait_ack(&submission, WAIT)
+        .await
+        .expect("submission acked");
+    assert_eq!(acked.payload, Some(json!({"response_action": "clear"})));
+    match next_seen(&mut seen).await {
+        Seen::Submission {
+            view_id: id,
+            reason,
+        } => {
+            assert_eq!((id, reason.as_deref()), (view_id, Some("not on a Friday")))
+        }
+        other => panic!("expected the submission, got {other:?}"),
+    }
+
+    // Cut: the listener reconnects through apps.connections.open, and an
+    // event sent while no socket is open arrives afterwards.
+    let opened = fake.connections_opened();
+    fake.drop_sockets();
+    assert_eq!(fake.socket_count(), 0);
+    let (_, missed) = fake.message_event(CHANNEL, ADA, "while away", None);
+    assert!(fake.deliveries(&missed).is_empty(), "queued, not sent");
+    fake.wait_for_sockets(2, WAIT)
+        .await
+        .expect("reconnected after the cut");
+    assert!(fake.connections_opened() >= opened + 2);
+    fake.wait_ack(&missed, WAIT)
+        .await
+        .expect("the missed event, acked");
+    assert_eq!(seen_text(next_seen(&mut seen).await), "while away");
+
+    // Told to disconnect: the listener opens new sockets and closes the
+    // old. (slack-morphism 2.31.1 leaves a socket open when `disconnect`
+    // comes before its writer task first ran; the fake then closes it
+    // after the grace period, as Slack does.)
+    fake.set_disconnect_grace(Duration::from_secs(1));
+    let opened = fake.connections_opened();
+    let sockets = fake.sockets();
+    let told: Vec<u64> = sockets
+        .iter()
+        .filter(|s| s.ended.is_none())
+        .map(|s| s.id)
+        .collect();
+    fake.send_disconnect("refresh_requested");
+    let replaced = |f: &FakeSlack| {
+        let sockets = f.sockets();
+        let gone = |id: &u64| sockets.iter().any(|s| s.id == *id && s.ended.is_some());
+        told.iter().all(gone) && f.socket_count() >= 2
+    };
+    let replacing = fake.wait_until("new sockets for the old", WAIT, replaced);
+    replacing.await.expect("replaced");
+    assert!(fake.connections_opened() >= opened + 2);
+    for socket in fake.sockets().iter().filter(|s| told.contains(&s.id)) {
+        assert!(socket.disconnect_sent);
+        let end = socket.ended.map(|(_, end)| end);
+        let closed = [SocketEnd::ClientClosed, SocketEnd::DisconnectGraceExpired];
+        assert!(end.is_some_and(|end| closed.contains(&end)), "{socket:?}");
+    }
+
+    // Its socket drops before the ack: delivered again, same event_id.
+    let (_, held) = fake.message_event(CHANNEL, ADA, "hold", None);
+    let first_id = match next_seen(&mut seen).await {
+        Seen::Message { event_id, text } => {
+            assert_eq!(text.as_deref(), Some("hold"));
+            event_id
+        }
+        other => panic!("expected the held message, got {other:?}"),
+    };
+    fake.drop_sockets();
+    let acked = fake.wait_ack(&held, WAIT).await.expect("held, then acked");
+    let deliveries = fake.deliveries(&held);
+    assert_eq!(deliveries.len(), 2, "{deliveries:?}");
+    assert_eq!(deliveries[1].retry_attempt, 1);
+    assert_eq!(deliveries[1].retry_reason, "socket closed");
+    assert_ne!(deliveries[0].socket, deliveries[1].socket);
+    assert_eq!(acked.socket, deliveries[1].socket);
+    match next_seen(&mut seen).await {
+        Seen::Message { event_id, .. } => assert_eq!(event_id, first_id),
+        other => panic!("expected the redelivery, got {other:?}"),
+    }
+    probe.gate.add_permits(1);
+
+    // Every connection said hello through the hello callback, and no
+    // frame failed to parse as a `SlackSocketModeEvent`.
+    let connections = fake.connections_opened();
+    for n in 0..connections {
+        let hello = tokio::time::timeout(WAIT, hellos.recv()).await;
+        let num_connections = hello.expect("a hello in time").expect("probe");
+        assert!(num_connections >= 1, "hello {n}: {num_connections}");
+    }
+    assert!(
+        UNPARSED.lock().expect("errors").is_empty(),
+        "{:?}",
+        UNPARSED.lock()
+    );
+    listener.shutdown().await;
 }
