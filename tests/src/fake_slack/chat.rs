@@ -1,0 +1,235 @@
+//! chat.postMessage, chat.update, chat.postEphemeral, chat.getPermalink.
+
+use std::collections::HashSet;
+
+use serde_json::{Value, json};
+
+use super::answers::{Outcome, Refusal};
+use super::http_forms::{Args, json_arg, str_arg};
+use super::records::{Ephemeral, PostedMessage, Update};
+use super::state::State;
+use super::workspace::{BOT_ID, BOT_USER_ID, HOST, Kind, TEAM_ID, with_block_ids};
+
+/// A message's content arguments, checked as Slack checks them.
+struct Content {
+    text: Option<String>,
+    markdown_text: Option<String>,
+    blocks: Option<Value>,
+}
+
+impl Content {
+    /// `text` / `markdown_text` / `blocks` / `attachments`: none is
+    /// `no_text`, `markdown_text` with `text` or `blocks` is
+    /// `markdown_text_conflict`, `blocks` must be an array of objects with
+    /// a `type` (`invalid_blocks_format` / `invalid_blocks`).
+    fn from_args(args: &Args, rejected: &HashSet<String>) -> Result<Content, Refusal> {
+        let text = str_arg(args, "text");
+        let markdown_text = str_arg(args, "markdown_text");
+        let blocks = match json_arg(args, "blocks") {
+            None => None,
+            Some(Ok(blocks @ Value::Array(_))) => Some(blocks),
+            Some(_) => return Err(Refusal::code("invalid_blocks_format")),
+        };
+        if markdown_text.is_some() && (text.is_some() || blocks.is_some()) {
+            return Err(Refusal::code("markdown_text_conflict"));
+        }
+        if text.is_none()
+            && markdown_text.is_none()
+            && blocks.is_none()
+            && !args.contains_key("attachments")
+        {
+            return Err(Refusal::code("no_text"));
+        }
+        if let Some(blocks) = &blocks {
+            check_blocks(blocks, rejected)?;
+        }
+        Ok(Content {
+            text,
+            markdown_text,
+            blocks,
+        })
+    }
+
+    /// The text the message shows.
+    fn shown(&self) -> String {
+        self.text
+            .clone()
+            .or_else(|| self.markdown_text.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// Every block an object with a `type`, none of a rejected type.
+pub(crate) fn check_blocks(blocks: &Value, rejected: &HashSet<String>) -> Result<(), Refusal> {
+    for (i, block) in blocks.as_array().into_iter().flatten().enumerate() {
+        let Some(ty) = block.get("type").and_then(Value::as_str) else {
+            let message = format!("missing required field: type [json-pointer:/blocks/{i}]");
+            return Err(Refusal::with("invalid_blocks", message));
+        };
+        if rejected.contains(ty) {
+            let message = format!("unsupported type: {ty} [json-pointer:/blocks/{i}/type]");
+            return Err(Refusal::with("invalid_blocks", message));
+        }
+    }
+    Ok(())
+}
+
+/// The arguments worth recording: all but the token.
+fn recorded(args: &Args) -> Args {
+    let mut args = args.clone();
+    args.remove("token");
+    args
+}
+
+pub(crate) fn post_message(state: &mut State, args: &Args) -> Outcome {
+    let channel = str_arg(args, "channel");
+    let channel = state
+        .workspace
+        .postable(channel.as_deref())
+        .map_err(Refusal::code)?
+        .id
+        .clone();
+    let content = Content::from_args(args, &state.rejected_block_types)?;
+    let thread_ts = str_arg(args, "thread_ts");
+    let shown = content.shown();
+    let ts = state.workspace.post(
+        &channel,
+        BOT_USER_ID,
+        &shown,
+        content.blocks.clone(),
+        thread_ts.as_deref(),
+    );
+    state.messages.push(PostedMessage {
+        channel: channel.clone(),
+        ts: ts.clone(),
+        thread_ts: thread_ts.clone(),
+        text: content.text.clone(),
+        blocks: content.blocks.clone(),
+        args: recorded(args),
+    });
+    let mut message = json!({
+        "type": "message",
+        "user": BOT_USER_ID,
+        "bot_id": BOT_ID,
+        "team": TEAM_ID,
+        "text": shown,
+        "ts": ts,
+    });
+    if let Some(thread_ts) = thread_ts {
+        message["thread_ts"] = Value::String(thread_ts);
+    }
+    let stored = state.workspace.message(&channel, &ts);
+    if let Some(blocks) = stored.and_then(|m| m.blocks.clone()) {
+        message["blocks"] = blocks;
+    }
+    Ok(json!({ "channel": channel, "ts": ts, "message": message }))
+}
+
+/// Only the bot's own messages; `blocks` left out keep the old ones.
+pub(crate) fn update(state: &mut State, args: &Args) -> Outcome {
+    let channel = str_arg(args, "channel");
+    let channel = state
+        .workspace
+        .seen(channel.as_deref())
+        .map_err(Refusal::code)?
+        .id
+        .clone();
+    let ts = str_arg(args, "ts").ok_or(Refusal::code("message_not_found"))?;
+    let message = state
+        .workspace
+        .message(&channel, &ts)
+        .ok_or(Refusal::code("message_not_found"))?;
+    if !message.from_bot {
+        return Err(Refusal::code("cant_update_message"));
+    }
+    let content = Content::from_args(args, &state.rejected_block_types)?;
+    let edited = state.workspace.next_ts();
+    let shown = content.shown();
+    let Some(message) = state.workspace.message_mut(&channel, &ts) else {
+        return Err(Refusal::code("message_not_found"));
+    };
+    message.text = shown.clone();
+    if content.blocks.is_some() {
+        message.blocks = with_block_ids(content.blocks.clone());
+    }
+    message.edited = Some(edited.clone());
+    let thread_ts = message.thread_ts.clone();
+    let blocks = message.blocks.clone();
+    state.updates.push(Update {
+        channel: channel.clone(),
+        ts: ts.clone(),
+        text: content.text.or(content.markdown_text),
+        blocks: content.blocks,
+    });
+    let mut updated = json!({
+        "type": "message",
+        "user": BOT_USER_ID,
+        "bot_id": BOT_ID,
+        "team": TEAM_ID,
+        "text": shown,
+        "edited": { "user": BOT_USER_ID, "ts": edited },
+    });
+    if let Some(blocks) = blocks {
+        updated["blocks"] = blocks;
+    }
+    let mut answer = json!({ "channel": channel, "ts": ts, "text": shown, "message": updated });
+    if let Some(thread_ts) = thread_ts {
+        answer["thread_ts"] = json!(thread_ts);
+    }
+    Ok(answer)
+}
+
+/// `user` must see the conversation: anyone known in a public channel, a
+/// member elsewhere (else `user_not_in_channel`).
+pub(crate) fn post_ephemeral(state: &mut State, args: &Args) -> Outcome {
+    let channel = str_arg(args, "channel");
+    let conversation = state
+        .workspace
+        .postable(channel.as_deref())
+        .map_err(Refusal::code)?;
+    let user = str_arg(args, "user").ok_or(Refusal::code("user_not_in_channel"))?;
+    let known = state.workspace.users.contains_key(&user);
+    let sees = match conversation.kind {
+        Kind::Public => known,
+        Kind::Private | Kind::Im | Kind::Mpim => known && conversation.has_member(&user),
+    };
+    if !sees {
+        return Err(Refusal::code("user_not_in_channel"));
+    }
+    let channel = conversation.id.clone();
+    let content = Content::from_args(args, &state.rejected_block_types)?;
+    let message_ts = state.workspace.next_ts();
+    state.ephemerals.push(Ephemeral {
+        channel,
+        user,
+        message_ts: message_ts.clone(),
+        thread_ts: str_arg(args, "thread_ts"),
+        text: content.text.or(content.markdown_text),
+        blocks: content.blocks,
+    });
+    Ok(json!({ "message_ts": message_ts }))
+}
+
+/// `https://fake-slack.test/archives/<channel>/p<ts without the dot>`, and
+/// for a reply `?thread_ts=<parent>&cid=<channel>`.
+pub(crate) fn get_permalink(state: &State, args: &Args) -> Outcome {
+    let channel = str_arg(args, "channel");
+    let channel = state
+        .workspace
+        .seen(channel.as_deref())
+        .map_err(Refusal::code)?;
+    let ts = str_arg(args, "message_ts").ok_or(Refusal::code("message_not_found"))?;
+    let message = state
+        .workspace
+        .message(&channel.id, &ts)
+        .ok_or(Refusal::code("message_not_found"))?;
+    let mut permalink = format!(
+        "https://{HOST}/archives/{}/p{}",
+        channel.id,
+        message.ts.replace('.', "")
+    );
+    if let Some(parent) = &message.thread_ts {
+        permalink.push_str(&format!("?thread_ts={parent}&cid={}", channel.id));
+    }
+    Ok(json!({ "channel": channel.id, "permalink": permalink }))
+}
