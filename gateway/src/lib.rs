@@ -11,10 +11,12 @@
 //!   sessions; [`daemon_client`]: a stdio gateway's line to the daemon.
 //! - [`card`]: post_card; [`files`]: send_file's checks; [`threads`]:
 //!   read_thread and post_thread; [`permalink`]: Slack ids and links;
-//!   [`spawn`] and [`brief`]: spawn_thread; [`checkout`], [`workspace`] and
-//!   [`git`]: checkout_repo; [`secret_request`]: request_secret's button
-//!   and form; [`secrets`]: the encrypted secret store; [`session_env`]:
-//!   the env file a session's shells source.
+//!   [`spawn`] and [`brief`]: spawn_thread, with [`markdown_anchor`]: a
+//!   brief's headings and anchors, and [`web_link`]: its link on the web
+//!   host; [`checkout`], [`workspace`], [`repo_cache`] and [`git`]:
+//!   checkout_repo; [`secret_request`]: request_secret's button and form;
+//!   [`secrets`]: the encrypted secret store; [`session_env`]: the env file
+//!   a session's shells source.
 
 pub mod args;
 pub mod brief;
@@ -26,7 +28,9 @@ pub mod daemon_client;
 pub mod events;
 pub mod files;
 pub mod git;
+pub mod markdown_anchor;
 pub mod permalink;
+pub mod repo_cache;
 pub mod secret_request;
 pub mod secrets;
 pub mod server;
@@ -38,4 +42,5 @@ pub mod spawn;
 pub mod threads;
 pub mod tool_defs;
 pub mod tools;
+pub mod web_link;
 pub mod workspace;
