@@ -5,6 +5,7 @@
 scenario: {"transport": "stdio", "command": "...", "args": [...], "env": {...}}
        or {"transport": "http", "url": "http://127.0.0.1:PORT/sessions/ID/mcp"}
 plus "steps": a list of
+    {"op": "info"}                                   -> {"name", "instructions"} (initialize's answer)
     {"op": "list"}                                   -> {"tools": [...]}
     {"op": "call", "tool": "...", "args": {...}}     -> {"is_error", "text", "structured"}
     {"op": "parallel", "calls": [{"tool", "args"}, ...]} -> {"results": [...]}
@@ -42,9 +43,11 @@ def result_json(result):
 
 
 async def run_steps(session, steps):
-    await session.initialize()
+    init = await session.initialize()
     for step in steps:
-        if step["op"] == "list":
+        if step["op"] == "info":
+            out = {"name": init.server_info.name, "instructions": init.instructions}
+        elif step["op"] == "list":
             listed = await session.list_tools()
             out = {"tools": [tool_json(t) for t in listed.tools]}
         elif step["op"] == "call":

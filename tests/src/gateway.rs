@@ -14,6 +14,8 @@ use crate::harness::binary;
 
 pub const CHANNEL: &str = "C0SESSION1";
 pub const THREAD_TS: &str = "1700000000.000100";
+/// The session's owner.
+pub const OWNER: &str = "U0OWNER";
 pub const BOT_TOKEN: &str = "xoxb-calvin-test-token";
 /// A store key for tests: 32 bytes as 64 hex digits.
 pub const STORE_KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
@@ -25,8 +27,16 @@ pub struct GatewaySetup {
     pub slack: FakeSlack,
     pub mode: &'static str,
     pub agent_socket: Option<PathBuf>,
-    /// Lines added to gateway.toml.
+    /// Lines added at the end of gateway.toml (whole sections).
     pub extra: String,
+    /// Lines added to its `[slack]` section.
+    pub slack_extra: String,
+    /// Whether the gateway's environment has `SP_STORE_KEY`.
+    pub store_key: bool,
+    /// The session's channel, thread and owner.
+    pub channel: String,
+    pub thread_ts: String,
+    pub owner: Option<String>,
 }
 
 impl GatewaySetup {
@@ -43,7 +53,34 @@ impl GatewaySetup {
             mode,
             agent_socket: None,
             extra: String::new(),
+            slack_extra: String::new(),
+            store_key: true,
+            channel: CHANNEL.into(),
+            thread_ts: THREAD_TS.into(),
+            owner: Some(OWNER.into()),
         }
+    }
+
+    /// `[slack] app_token`: the daemon connects with Socket Mode,
+    /// reconnecting after 1 s.
+    pub fn with_socket_mode(mut self) -> Self {
+        self.slack_extra.push_str(&format!(
+            "app_token = \"{}\"\nreconnect_secs = 1\n",
+            self.slack.app_token()
+        ));
+        self
+    }
+
+    /// The folder of the sessions' env files.
+    pub fn runtime_dir(&self) -> PathBuf {
+        self.dir.path().join("run")
+    }
+
+    /// The env file of this setup's session.
+    pub fn env_file(&self) -> PathBuf {
+        self.runtime_dir()
+            .join(format!("{}-{}", self.channel, self.thread_ts))
+            .join("env.sh")
     }
 
     pub fn session_dir(&self) -> PathBuf {
@@ -61,6 +98,11 @@ impl GatewaySetup {
     pub fn env(&self) -> Value {
         let mut env = gateway_env();
         env["TMPDIR"] = json!(self.temp_dir());
+        if !self.store_key
+            && let Some(env) = env.as_object_mut()
+        {
+            env.remove("SP_STORE_KEY");
+        }
         env
     }
 
@@ -77,16 +119,24 @@ impl GatewaySetup {
             .unwrap_or_default();
         let text = format!(
             "mode = \"{mode}\"\n{agent}\n[slack]\napi_url = \"{api}\"\nbot_token = \"{BOT_TOKEN}\"\n\
-             [secrets]\nstore_dir = \"{store}\"\n[serve]\ntoken_file = \"{token}\"\n{extra}\n",
+             {slack_extra}[secrets]\nstore_dir = \"{store}\"\nruntime_dir = \"{run}\"\n\
+             [serve]\ntoken_file = \"{token}\"\n{extra}\n",
             mode = self.mode,
             api = self.slack.api_url(),
+            slack_extra = self.slack_extra,
             store = self.store_dir().display(),
-            token = self.dir.path().join("gateway.token").display(),
+            run = self.runtime_dir().display(),
+            token = self.token_file().display(),
             extra = self.extra,
         );
         let path = self.dir.path().join("gateway.toml");
         std::fs::write(&path, text).expect("gateway.toml");
         path
+    }
+
+    /// The daemon's registration token file.
+    pub fn token_file(&self) -> PathBuf {
+        self.dir.path().join("gateway.token")
     }
 
     /// Seeds a secret of this session, as request_secret will.
@@ -101,24 +151,44 @@ impl GatewaySetup {
 
     pub fn context(&self) -> calvin_gateway::session::SessionContext {
         calvin_gateway::session::SessionContext {
-            channel: CHANNEL.into(),
-            thread_ts: THREAD_TS.into(),
+            channel: self.channel.clone(),
+            thread_ts: self.thread_ts.clone(),
             session_dir: self.session_dir(),
-            owner: Some("U0OWNER".into()),
+            owner: self.owner.clone(),
+            permission_mode: Default::default(),
+            model: Default::default(),
+            branch: None,
+            env_file: None,
         }
     }
 
     /// A stdio scenario: the gateway spawned by the SDK as a coding CLI
     /// would.
     pub fn stdio(&self, steps: Value) -> Value {
+        let mut args = json!([
+            "mcp",
+            "--config",
+            self.config(),
+            "--channel",
+            self.channel,
+            "--thread-ts",
+            self.thread_ts,
+            "--session-dir",
+            self.session_dir(),
+        ]);
+        if let (Some(owner), Some(list)) = (&self.owner, args.as_array_mut()) {
+            list.push(json!("--owner"));
+            list.push(json!(owner));
+        }
+        self.stdio_with(args, steps)
+    }
+
+    /// A stdio scenario with these `calvin-gateway` arguments.
+    pub fn stdio_with(&self, args: Value, steps: Value) -> Value {
         json!({
             "transport": "stdio",
             "command": binary("calvin-gateway"),
-            "args": [
-                "mcp", "--config", self.config(),
-                "--channel", CHANNEL, "--thread-ts", THREAD_TS,
-                "--session-dir", self.session_dir(),
-            ],
+            "args": args,
             "env": self.env(),
             "cwd": self.session_dir(),
             "steps": steps,
@@ -144,6 +214,12 @@ pub fn gateway_env() -> Value {
         "SP_STORE_KEY": STORE_KEY,
         "RUST_LOG": "info",
     })
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 /// Runs a scenario through the Python SDK; returns one JSON value per step.
@@ -200,6 +276,8 @@ pub struct GatewayDaemon {
     pub base: String,
     /// The registration token, read from the file the daemon named.
     pub token: String,
+    /// Where its stderr (its log) goes.
+    pub log_file: PathBuf,
 }
 
 impl GatewayDaemon {
@@ -207,12 +285,18 @@ impl GatewayDaemon {
         use tokio::io::AsyncBufReadExt;
         let config = setup.config();
         let env = setup.env();
+        let log_file = setup
+            .dir
+            .path()
+            .join(format!("daemon-{}.log", rand_suffix()));
+        let log = std::fs::File::create(&log_file).expect("daemon log");
         let mut command = tokio::process::Command::new(binary("calvin-gateway"));
         command
             .args(["serve", "--config"])
             .arg(&config)
             .args(["--listen", "127.0.0.1:0"])
             .stdout(Stdio::piped())
+            .stderr(log)
             .kill_on_drop(true);
         for (k, v) in env.as_object().expect("env") {
             command.env(k, v.as_str().expect("string"));
@@ -240,7 +324,28 @@ impl GatewayDaemon {
             .expect("token file")
             .trim()
             .to_owned();
-        GatewayDaemon { child, base, token }
+        GatewayDaemon {
+            child,
+            base,
+            token,
+            log_file,
+        }
+    }
+
+    /// What the daemon has logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_file).unwrap_or_default()
+    }
+
+    /// Sends SIGTERM and waits for it to exit.
+    pub async fn stop(mut self) -> String {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+        self.log()
     }
 
     /// `POST /sessions` with `token`: curl's answer.
@@ -262,10 +367,86 @@ impl GatewayDaemon {
         .await
     }
 
+    /// The registration body of `setup`'s session.
+    pub fn context_of(setup: &GatewaySetup) -> Value {
+        json!({
+            "channel": setup.channel,
+            "thread_ts": setup.thread_ts,
+            "session_dir": setup.session_dir(),
+            "owner": setup.owner,
+        })
+    }
+
+    /// An http scenario on a registered session's MCP endpoint.
+    pub fn http(mcp_url: &str, steps: Value) -> Value {
+        json!({ "transport": "http", "url": mcp_url, "steps": steps })
+    }
+
     /// Registers a runner's session; the daemon's answer.
     pub async fn register(&self, context: Value) -> Value {
         let out = self.try_register(&context, &self.token).await;
         assert_eq!(out.status, 201, "{}", out.text());
         serde_json::from_slice(&out.body).expect("JSON")
+    }
+}
+
+/// A daemon session's `GET /sessions/<id>/events`, read line by line.
+pub struct EventStream {
+    lines: tokio::sync::mpsc::UnboundedReceiver<Value>,
+    _task: tokio::task::JoinHandle<()>,
+}
+
+impl EventStream {
+    /// Opens `events_url` (`http://127.0.0.1:PORT/sessions/<id>/events`)
+    /// and waits for the answer's head.
+    pub async fn open(events_url: &str) -> EventStream {
+        use http_body_util::BodyExt;
+        let uri: http::Uri = events_url.parse().expect("events url");
+        let authority = uri.authority().expect("authority").to_string();
+        let stream = tokio::net::TcpStream::connect(&authority)
+            .await
+            .expect("connect to the daemon");
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .expect("http1 handshake");
+        tokio::spawn(conn);
+        let req = http::Request::get(uri.path())
+            .header(http::header::HOST, &authority)
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .expect("request");
+        let response = sender.send_request(req).await.expect("events answer");
+        assert_eq!(response.status(), 200, "GET {events_url}");
+        let (tx, lines) = tokio::sync::mpsc::unbounded_channel();
+        let mut body = response.into_body();
+        let task = tokio::spawn(async move {
+            let mut pending = Vec::new();
+            while let Some(Ok(frame)) = body.frame().await {
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                pending.extend_from_slice(&data);
+                while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = pending.drain(..=end).collect();
+                    let line = String::from_utf8_lossy(&line).trim().to_owned();
+                    if line.is_empty() {
+                        continue;
+                    }
+                    let value = serde_json::from_str(&line).expect("a JSON event line");
+                    if tx.send(value).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        EventStream { lines, _task: task }
+    }
+
+    /// The next event, if one comes within `wait`.
+    pub async fn next(&mut self, wait: Duration) -> Option<Value> {
+        tokio::time::timeout(wait, self.lines.recv())
+            .await
+            .ok()
+            .flatten()
     }
 }

@@ -18,37 +18,129 @@ fn assert_refused(v: &Value, needle: &str) {
     assert!(text(v).contains(needle), "{needle:?} missing from {v}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_mode_lists_its_tools_and_self_hosted_refuses_previews() {
-    let list = json!({ "op": "list" });
-    let one = GatewaySetup::new("one-machine").await;
-    let out = drive(one.stdio(json!([list, call("preview", json!({"port": 3000}))]))).await;
-    assert_eq!(tool_names(&out[0]), ["send_file", "post_card"]);
-    assert_refused(&out[1], "there is no tool \"preview\"");
+/// What a self-hosted gateway without a workspace definition lists.
+const SELF_HOSTED_TOOLS: [&str; 8] = [
+    "send_file",
+    "post_card",
+    "spawn_thread",
+    "read_thread",
+    "post_thread",
+    "request_secret",
+    "preview",
+    "unpreview",
+];
 
+/// A workspace definition (its repositories are never cloned here).
+const WORKSPACE: &str =
+    "[workspace]\n[[workspace.repos]]\nname = \"web\"\nurl = \"https://github.com/acme/web.git\"\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_mode_lists_the_spec_tools_and_says_what_it_offers() {
+    let (list, info) = (json!({ "op": "list" }), json!({ "op": "info" }));
+    let threads = [
+        "spawn_thread",
+        "read_thread",
+        "post_thread",
+        "request_secret",
+    ];
+
+    let one = GatewaySetup::new("one-machine").await;
+    let out = drive(one.stdio(json!([
+        info,
+        list,
+        call("preview", json!({"port": 3000})),
+        call("read_thread", json!({}))
+    ])))
+    .await;
+    assert_eq!(out[0]["name"], "calvin");
+    let said = out[0]["instructions"].as_str().expect("instructions");
+    assert!(said.starts_with("calvin (one-machine mode) posts files and cards into this session's Slack thread (send_file, post_card)."), "{said}");
+    assert!(
+        !said.contains("preview") && !said.contains("read_thread"),
+        "{said}"
+    );
+    assert_eq!(tool_names(&out[1]), ["send_file", "post_card"]);
+    assert_refused(&out[2], "there is no tool \"preview\"");
+    assert_refused(
+        &out[3],
+        "there is no tool \"read_thread\" on this gateway (one-machine mode)",
+    );
+
+    // Self-hosted without a workspace definition: no checkout_repo.
     let selfhosted = GatewaySetup::new("self-hosted").await;
     let out = drive(selfhosted.stdio(json!([
+        info,
         list,
         call("preview", json!({"port": 3000})),
         call("unpreview", json!({"name": "web"})),
+        call("checkout_repo", json!({"repos": ["web"]})),
     ])))
     .await;
-    assert_eq!(
-        tool_names(&out[0]),
-        ["send_file", "post_card", "preview", "unpreview"]
+    let said = out[0]["instructions"].as_str().expect("instructions");
+    assert!(!said.contains("gives local servers public URLs"), "{said}");
+    assert!(
+        said.contains("Previews are off: the tunnel is disabled on this self-hosted gateway"),
+        "{said}"
     );
-    for refusal in &out[1..] {
+    assert!(
+        said.contains("reads other Slack threads and replies in them (read_thread, post_thread)"),
+        "{said}"
+    );
+    assert!(!said.contains("checkout_repo"), "{said}");
+    let mut want = vec!["send_file", "post_card"];
+    want.extend(threads);
+    want.extend(["preview", "unpreview"]);
+    assert_eq!(tool_names(&out[1]), want);
+    for refusal in &out[2..4] {
         assert_refused(refusal, "the tunnel is disabled on a self-hosted gateway");
     }
+    assert_refused(&out[4], "there is no tool \"checkout_repo\"");
 
     // Annotations say what each tool does to the world.
-    let tools = out[0]["tools"].as_array().expect("tools");
+    let tools = out[1]["tools"].as_array().expect("tools");
     let annotations =
         |name: &str| tools.iter().find(|t| t["name"] == name).expect("tool")["annotations"].clone();
     assert_eq!(annotations("unpreview")["destructiveHint"], true);
     assert_eq!(annotations("send_file")["readOnlyHint"], false);
     assert_eq!(annotations("send_file")["destructiveHint"], false);
     assert_eq!(annotations("post_card")["openWorldHint"], true);
+    assert_eq!(annotations("read_thread")["readOnlyHint"], true);
+    assert_eq!(annotations("post_thread")["readOnlyHint"], false);
+
+    // Self-hosted with a workspace definition: checkout_repo too.
+    let mut defined = GatewaySetup::new("self-hosted").await;
+    defined.extra = WORKSPACE.into();
+    let out = drive(defined.stdio(json!([info, list]))).await;
+    want.insert(2, "checkout_repo");
+    assert_eq!(tool_names(&out[1]), want);
+    let said = out[0]["instructions"].as_str().expect("instructions");
+    assert!(
+        said.contains("checks out the workspace's repositories (checkout_repo)"),
+        "{said}"
+    );
+
+    // Hosted lists all nine, with or without a definition.
+    let edge = TestEdge::start().await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let mut hosted = GatewaySetup::new("hosted").await;
+    hosted.agent_socket = Some(agent.socket.clone());
+    let out = drive(hosted.stdio(json!([
+        info,
+        list,
+        call("checkout_repo", json!({"repos": ["web"]}))
+    ])))
+    .await;
+    assert_eq!(tool_names(&out[1]), want);
+    let said = out[0]["instructions"].as_str().expect("instructions");
+    assert!(
+        said.contains("It also gives local servers public URLs (preview, unpreview)."),
+        "{said}"
+    );
+    assert_refused(
+        &out[2],
+        "no repository web in this workspace; the list is in AGENTS.md",
+    );
+    agent.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -510,10 +602,7 @@ async fn the_http_daemon_serves_registered_sessions_and_checks_host_and_origin()
         ]
     }))
     .await;
-    assert_eq!(
-        tool_names(&out[0]),
-        ["send_file", "post_card", "preview", "unpreview"]
-    );
+    assert_eq!(tool_names(&out[0]), SELF_HOSTED_TOOLS);
     assert_eq!(out[1]["structured"]["sent"], 2, "{}", out[1]);
     assert_refused(&out[2], "the tunnel is disabled on a self-hosted gateway");
     assert_eq!(out[3]["code"], 0, "{}", out[3]);
@@ -588,10 +677,9 @@ async fn the_mcp_inspector_cli_lists_the_tools() {
         String::from_utf8_lossy(&output.stderr)
     );
     let listed: Value = serde_json::from_str(&stdout).expect("JSON from the inspector");
-    assert_eq!(
-        tool_names(&listed),
-        ["send_file", "post_card", "preview", "unpreview"]
-    );
+    let mut hosted = SELF_HOSTED_TOOLS.to_vec();
+    hosted.insert(2, "checkout_repo");
+    assert_eq!(tool_names(&listed), hosted, "hosted lists all nine");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

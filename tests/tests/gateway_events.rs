@@ -1,0 +1,550 @@
+//! Slack's events in the gateway daemon (Socket Mode against the fake
+//! Slack) and request_secret end to end: the button, a stranger's click,
+//! the owner's form, the value in a real `bash -c` the way a launcher sets
+//! it up, and everything that must never show it.
+
+use std::time::Duration;
+
+use calvin_tests::fake_slack::{EnvelopeKind, PostedMessage};
+use calvin_tests::gateway::{EventStream, GatewayDaemon, GatewaySetup, OWNER, call, drive};
+use serde_json::{Value, json};
+
+const STRANGER: &str = "U0STRANGER";
+const WAIT: Duration = Duration::from_secs(10);
+
+fn text(v: &Value) -> &str {
+    v["text"].as_str().unwrap_or_default()
+}
+
+fn assert_ok(v: &Value) {
+    assert_eq!(v["is_error"], false, "expected success: {v}");
+}
+
+fn assert_refused(v: &Value, needle: &str) {
+    assert_eq!(v["is_error"], true, "expected a refusal: {v}");
+    assert!(text(v).contains(needle), "{needle:?} missing from {v}");
+}
+
+/// A self-hosted setup with Socket Mode, its session's thread seeded.
+async fn setup() -> GatewaySetup {
+    let mut setup = GatewaySetup::new("self-hosted").await.with_socket_mode();
+    setup.slack.add_user(OWNER, "Olive");
+    setup.slack.add_user(STRANGER, "Stan");
+    setup.thread_ts = setup
+        .slack
+        .add_message(&setup.channel, OWNER, "the session's task", None);
+    setup
+}
+
+/// The daemon, its sockets up, and the session registered.
+async fn daemon(setup: &GatewaySetup) -> (GatewayDaemon, Value) {
+    let daemon = GatewayDaemon::start(setup).await;
+    setup
+        .slack
+        .wait_for_sockets(2, WAIT)
+        .await
+        .expect("the daemon opens its Socket Mode connections");
+    let registered = daemon.register(GatewayDaemon::context_of(setup)).await;
+    (daemon, registered)
+}
+
+/// The button message of the request for `name`.
+fn button_message(setup: &GatewaySetup, name: &str) -> PostedMessage {
+    setup
+        .slack
+        .messages()
+        .into_iter()
+        .find(|m| {
+            m.blocks
+                .as_ref()
+                .is_some_and(|b| b.to_string().contains(&format!("Set {name}")))
+        })
+        .unwrap_or_else(|| panic!("no button message for {name}"))
+}
+
+async fn wait_for(setup: &GatewaySetup, what: &str, check: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !check() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "waited 10 s for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = setup;
+}
+
+/// Clicks `name`'s button as the owner and submits `value` in the form.
+async fn set_secret(setup: &GatewaySetup, name: &str, value: &str) -> Vec<String> {
+    let slack = &setup.slack;
+    let button = button_message(setup, name);
+    let views_before = slack.views().len();
+    let click = slack
+        .click(OWNER, &button.channel, &button.ts, "calvin_set_secret")
+        .expect("the button is there");
+    wait_for(setup, "the form to open", || {
+        slack.views().len() > views_before
+    })
+    .await;
+    let view = slack.views().pop().expect("a view");
+    assert_eq!(view.user, OWNER);
+    let submit = slack
+        .submit(OWNER, &view.id, &[("secret", "value", value)])
+        .expect("the form is there");
+    let said = format!("{name} is set");
+    wait_for(setup, "the secret to be set", || {
+        slack
+            .messages()
+            .iter()
+            .any(|m| m.text.as_deref() == Some(said.as_str()))
+    })
+    .await;
+    vec![click, submit]
+}
+
+/// `script` in a real `bash -c`, with BASH_ENV as a launcher sets it.
+fn bash(env_file: &std::path::Path, script: &str) -> String {
+    let out = std::process::Command::new("bash")
+        .args(["-c", script])
+        .env("BASH_ENV", env_file)
+        .output()
+        .expect("bash runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_secret_goes_from_a_click_to_a_form_to_the_sessions_shell() {
+    let setup = setup().await;
+    let (daemon, registered) = daemon(&setup).await;
+    let mcp = registered["mcp_url"].as_str().expect("mcp_url").to_owned();
+    let env_file = std::path::PathBuf::from(registered["env_file"].as_str().expect("env_file"));
+    assert_eq!(env_file, setup.env_file());
+    // BASH_ENV names a file from the start, empty of secrets.
+    assert_eq!(
+        bash(&env_file, "printf '%s' \"${STRIPE_KEY-unset}\""),
+        "unset"
+    );
+
+    let out = drive(GatewayDaemon::http(
+        &mcp,
+        json!([
+            call(
+                "request_secret",
+                json!({"name": "STRIPE_KEY", "reason": "to charge the test cards"})
+            ),
+            call(
+                "request_secret",
+                json!({"name": "TLS_PEM", "reason": "the staging certificate", "file": true})
+            ),
+        ]),
+    ))
+    .await;
+    assert_ok(&out[0]);
+    assert_ok(&out[1]);
+    assert!(
+        text(&out[0]).contains("End your turn now"),
+        "{}",
+        text(&out[0])
+    );
+    let button = button_message(&setup, "STRIPE_KEY");
+    assert_eq!(button.thread_ts.as_deref(), Some(setup.thread_ts.as_str()));
+    assert!(
+        button
+            .text
+            .as_deref()
+            .expect("text")
+            .contains("to charge the test cards")
+    );
+
+    // A stranger's click: an ephemeral refusal, no form.
+    let slack = &setup.slack;
+    let stranger = slack
+        .click(STRANGER, &button.channel, &button.ts, "calvin_set_secret")
+        .expect("click");
+    wait_for(&setup, "the stranger's refusal", || {
+        !slack.ephemerals().is_empty()
+    })
+    .await;
+    let refusal = &slack.ephemerals()[0];
+    assert_eq!(refusal.user, STRANGER);
+    assert!(
+        refusal
+            .text
+            .as_deref()
+            .expect("text")
+            .contains(&format!("Only <@{OWNER}> can set `STRIPE_KEY`")),
+        "{refusal:?}"
+    );
+    assert!(slack.views().is_empty(), "no form for a stranger");
+
+    let value = "sk_test_51H'quote $HOME `x`";
+    let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----";
+    let mut envelopes = vec![stranger];
+    envelopes.extend(set_secret(&setup, "STRIPE_KEY", value).await);
+    envelopes.extend(set_secret(&setup, "TLS_PEM", pem).await);
+
+    // The session's next shell commands see them.
+    assert_eq!(bash(&env_file, "printf '%s' \"$STRIPE_KEY\""), value);
+    assert_eq!(bash(&env_file, "cat \"$TLS_PEM\""), pem);
+    use std::os::unix::fs::PermissionsExt;
+    let pem_path = bash(&env_file, "printf '%s' \"$TLS_PEM\"");
+    let mode = |p: &str| std::fs::metadata(p).expect("file").permissions().mode() & 0o777;
+    assert_eq!(mode(&pem_path), 0o600);
+    assert_eq!(mode(env_file.to_str().expect("path")), 0o600);
+    // The button is gone, replaced by who set it.
+    let updated = slack
+        .updates()
+        .into_iter()
+        .find(|u| u.ts == button.ts)
+        .expect("the button message was updated");
+    assert_eq!(
+        updated.text.as_deref(),
+        Some(format!("<@{OWNER}> set `STRIPE_KEY`.").as_str())
+    );
+
+    // Every envelope acknowledged within 3 s.
+    for envelope in &envelopes {
+        let ack = slack.wait_ack(envelope, WAIT).await.expect("acknowledged");
+        eprintln!("ack delay {:?} for {envelope}", ack.delay);
+        assert!(ack.delay < Duration::from_secs(3), "{ack:?}");
+    }
+
+    // Afterwards nothing the session sends may hold the value.
+    std::fs::write(
+        setup.session_dir().join("leak.txt"),
+        format!("key={value}\n"),
+    )
+    .expect("file");
+    let out = drive(GatewayDaemon::http(
+        &mcp,
+        json!([
+            call("send_file", json!({"path": "leak.txt"})),
+            call(
+                "post_card",
+                json!({"spec": {"root": "c", "elements": {
+                    "c": {"type": "Card", "props": {"title": "Keys"}, "children": ["t"]},
+                    "t": {"type": "Text", "props": {"text": value}}
+                }}})
+            ),
+            call(
+                "request_secret",
+                json!({"name": "STRIPE_KEY", "reason": "again please"})
+            ),
+        ]),
+    ))
+    .await;
+    assert_refused(
+        &out[0],
+        "contains the value of one of the session's secrets",
+    );
+    assert_refused(&out[1], "secret");
+    assert_refused(
+        &out[2],
+        "a secret named STRIPE_KEY is already set for this session",
+    );
+
+    // The value is nowhere it could be read back: no message, no
+    // ephemeral, no update, no tool result, no log line.
+    let mut seen = String::new();
+    for m in slack.messages() {
+        seen.push_str(&format!("{:?}{:?}", m.text, m.blocks));
+    }
+    for e in slack.ephemerals() {
+        seen.push_str(&format!("{:?}", e.text));
+    }
+    for u in slack.updates() {
+        seen.push_str(&format!("{:?}{:?}", u.text, u.blocks));
+    }
+    for v in &out {
+        seen.push_str(&v.to_string());
+    }
+    assert!(
+        !seen.contains("sk_test_51H"),
+        "the value leaked into Slack or a result"
+    );
+    assert!(!seen.contains("MIIB"), "the file secret leaked");
+
+    // The session ends: its env file goes.
+    let id = registered["session"].as_str().expect("id");
+    let ended = calvin_tests::curl(
+        std::path::Path::new("/dev/null"),
+        &["-X", "DELETE", &format!("{}/sessions/{id}", daemon.base)],
+    )
+    .await;
+    assert_eq!(ended.status, 200);
+    assert!(
+        !env_file.exists(),
+        "the env file is removed when the session ends"
+    );
+    let log = daemon.stop().await;
+    assert!(
+        log.contains("secret set"),
+        "the daemon logs that it was set:\n{log}"
+    );
+    assert!(
+        !log.contains("sk_test_51H") && !log.contains("MIIB"),
+        "the value is in the log:\n{log}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_secret_checks_its_arguments_and_counts_10_per_runner() {
+    let setup = setup().await;
+    let (_daemon, registered) = daemon(&setup).await;
+    let mcp = registered["mcp_url"].as_str().expect("mcp_url").to_owned();
+    let ask = |name: &str, reason: String| {
+        call("request_secret", json!({"name": name, "reason": reason}))
+    };
+    let mut steps = vec![
+        ask("TOO_LONG", "r".repeat(201)),
+        ask("TOO_SHORT", "ab".into()),
+        ask("1BAD", "abc".into()),
+        ask("PATH", "abc".into()),
+        ask("AT_LIMIT", "r".repeat(200)),
+        ask("AT_LIMIT", "abc".into()),
+    ];
+    for i in 2..=10 {
+        steps.push(ask(&format!("KEY_{i}"), "abc".into()));
+    }
+    steps.push(ask("KEY_11", "abc".into()));
+    let out = drive(GatewayDaemon::http(&mcp, Value::Array(steps))).await;
+    assert_refused(&out[0], "reason is 201 characters; at most 200");
+    assert_refused(&out[1], "reason is 2 characters; at least 3");
+    assert_refused(&out[2], "is not an environment variable name");
+    assert_refused(&out[3], "name PATH is reserved");
+    assert_ok(&out[4]);
+    assert_refused(
+        &out[5],
+        "a request for AT_LIMIT is already waiting in the thread",
+    );
+    for (i, v) in out[6..15].iter().enumerate() {
+        assert_eq!(v["is_error"], false, "request {} refused: {v}", i + 2);
+    }
+    assert_refused(&out[15], "request_secret is limited to 10 calls per runner");
+    let buttons = setup
+        .slack
+        .messages()
+        .iter()
+        .filter(|m| {
+            m.blocks
+                .as_ref()
+                .is_some_and(|b| b.to_string().contains("calvin_set_secret"))
+        })
+        .count();
+    assert_eq!(buttons, 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_sp_store_key_request_secret_says_why() {
+    let mut setup = setup().await;
+    setup.store_key = false;
+    let (_daemon, registered) = daemon(&setup).await;
+    let mcp = registered["mcp_url"].as_str().expect("mcp_url").to_owned();
+    let ask = call("request_secret", json!({"name": "KEY", "reason": "abc"}));
+    let over_http = drive(GatewayDaemon::http(&mcp, json!([{"op": "list"}, ask]))).await;
+    let over_stdio = drive(setup.stdio(json!([ask]))).await;
+    let names: Vec<&str> = over_http[0]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"request_secret"),
+        "listed even so: {names:?}"
+    );
+    for refused in [&over_http[1], &over_stdio[0]] {
+        assert_refused(refused, "this gateway has no SP_STORE_KEY");
+    }
+    assert!(setup.slack.messages().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_gateway_has_the_daemon_handle_the_form_or_names_what_is_missing() {
+    let mut setup = setup().await;
+    let ask = call(
+        "request_secret",
+        json!({"name": "DB_PASSWORD", "reason": "the staging database"}),
+    );
+    let out = drive(setup.stdio(json!([ask]))).await;
+    assert_refused(&out[0], "set [daemon] url in gateway.toml");
+
+    let daemon = GatewayDaemon::start(&setup).await;
+    setup
+        .slack
+        .wait_for_sockets(2, WAIT)
+        .await
+        .expect("sockets");
+    setup.extra = format!(
+        "[daemon]\nurl = \"{}\"\ntoken_file = \"{}\"\n",
+        daemon.base,
+        setup.token_file().display()
+    );
+    let env_file = setup.dir.path().join("own-env/env.sh");
+    let mut args = vec![
+        json!("mcp"),
+        json!("--config"),
+        json!(setup.config()),
+        json!("--channel"),
+        json!(setup.channel),
+        json!("--thread-ts"),
+        json!(setup.thread_ts),
+        json!("--session-dir"),
+        json!(setup.session_dir()),
+        json!("--owner"),
+        json!(OWNER),
+        json!("--env-file"),
+        json!(env_file),
+    ];
+    let out = drive(setup.stdio_with(Value::Array(std::mem::take(&mut args)), json!([ask]))).await;
+    assert_ok(&out[0]);
+    // The stdio gateway has exited; the daemon still answers the click.
+    set_secret(&setup, "DB_PASSWORD", "hunter2-staging").await;
+    assert_eq!(
+        bash(&env_file, "printf '%s' \"$DB_PASSWORD\""),
+        "hunter2-staging"
+    );
+
+    // A wrong token is refused with what to set.
+    setup.extra = format!(
+        "[daemon]\nurl = \"{}\"\ntoken_file = \"{}\"\n",
+        daemon.base,
+        setup.dir.path().join("wrong.token").display()
+    );
+    std::fs::write(setup.dir.path().join("wrong.token"), "not-the-token\n").expect("token");
+    let out = drive(setup.stdio(json!([call(
+        "request_secret",
+        json!({"name": "OTHER", "reason": "abc"})
+    )])))
+    .await;
+    assert_refused(&out[0], "refused this gateway's token");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_reach_their_session_across_dropped_and_refreshed_sockets() {
+    let setup = setup().await;
+    let (daemon, registered) = daemon(&setup).await;
+    let other = daemon
+        .register(json!({
+            "channel": setup.channel,
+            "thread_ts": setup.slack.add_message(&setup.channel, OWNER, "another session", None),
+            "session_dir": setup.session_dir(),
+            "owner": OWNER,
+        }))
+        .await;
+    let mut mine = EventStream::open(registered["events_url"].as_str().expect("url")).await;
+    let mut theirs = EventStream::open(other["events_url"].as_str().expect("url")).await;
+    let slack = &setup.slack;
+    let (channel, thread) = (setup.channel.clone(), setup.thread_ts.clone());
+    let mut envelopes = Vec::new();
+
+    // A reply in the session's thread, and a reaction to it.
+    let (reply_ts, e) =
+        slack.message_event(&channel, OWNER, "please also fix the footer", Some(&thread));
+    envelopes.push(e);
+    let got = mine
+        .next(WAIT)
+        .await
+        .expect("the message reaches the session");
+    assert_eq!(
+        (
+            got["type"].as_str(),
+            got["text"].as_str(),
+            got["thread_ts"].as_str()
+        ),
+        (
+            Some("message"),
+            Some("please also fix the footer"),
+            Some(thread.as_str())
+        )
+    );
+    envelopes.push(slack.reaction_event(OWNER, "+1", &channel, &reply_ts));
+    let got = mine
+        .next(WAIT)
+        .await
+        .expect("the reaction reaches the session");
+    assert_eq!(
+        (got["type"].as_str(), got["reaction"].as_str()),
+        (Some("reaction_added"), Some("+1"))
+    );
+    assert_eq!(got["ts"], reply_ts.as_str());
+    assert!(
+        theirs.next(Duration::from_millis(300)).await.is_none(),
+        "another session got them"
+    );
+
+    // The sockets drop: an event sent meanwhile arrives after the
+    // reconnect, once.
+    let opened = slack.connections_opened();
+    slack.drop_sockets();
+    let (_, e) = slack.message_event(
+        &channel,
+        OWNER,
+        "sent while the sockets were down",
+        Some(&thread),
+    );
+    envelopes.push(e);
+    let got = mine
+        .next(Duration::from_secs(20))
+        .await
+        .expect("delivered after the reconnect");
+    assert_eq!(got["text"], "sent while the sockets were down");
+    slack.wait_for_sockets(2, WAIT).await.expect("reconnected");
+    assert!(slack.connections_opened() >= opened + 2);
+
+    // Slack asks for a refresh: new sockets, and events still flow.
+    let opened = slack.connections_opened();
+    slack.send_disconnect("refresh_requested");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while slack.connections_opened() < opened + 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no new socket after the disconnect envelope"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (_, e) = slack.message_event(&channel, OWNER, "after the refresh", Some(&thread));
+    envelopes.push(e);
+    assert_eq!(
+        mine.next(WAIT).await.expect("after the refresh")["text"],
+        "after the refresh"
+    );
+
+    // Slack redelivers an event it saw no ack for: routed once.
+    let payload = |text: &str| {
+        json!({
+            "token": "x", "team_id": "T0FAKE0001", "api_app_id": "A0FAKEAPP1",
+            "type": "event_callback", "event_id": "Ev0REDELIVER1", "event_time": 1_700_000_000,
+            "event": {"type": "message", "channel": channel, "user": OWNER, "text": text,
+                      "ts": "1700000999.000001", "thread_ts": thread, "event_ts": "1700000999.000001",
+                      "channel_type": "channel"},
+        })
+    };
+    envelopes.push(slack.send_envelope(EnvelopeKind::EventsApi, false, payload("once")));
+    envelopes.push(slack.send_envelope(EnvelopeKind::EventsApi, false, payload("once")));
+    assert_eq!(mine.next(WAIT).await.expect("routed")["text"], "once");
+    assert!(
+        mine.next(Duration::from_millis(500)).await.is_none(),
+        "a redelivered event was routed twice"
+    );
+
+    let mut delays = Vec::new();
+    for e in &envelopes {
+        let ack = slack.wait_ack(e, WAIT).await.expect("acknowledged");
+        assert!(ack.delay < Duration::from_secs(3), "{ack:?}");
+        delays.push(ack.delay);
+    }
+    delays.sort();
+    eprintln!(
+        "Socket Mode ack delays over {} envelopes: min {:?}, median {:?}, max {:?}",
+        delays.len(),
+        delays[0],
+        delays[delays.len() / 2],
+        delays[delays.len() - 1]
+    );
+}
