@@ -1,5 +1,5 @@
 //! The chat platform as the tools see it: a small backend trait, so the
-//! tools do not depend on Slack's types. [`crate::slack::SlackBackend`] is
+//! tools do not depend on Slack's types. [`crate::slack::backend`] is
 //! the implementation; tests point it at a fake Slack server.
 
 use serde_json::Value;

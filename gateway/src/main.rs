@@ -15,7 +15,7 @@ use calvin_gateway::secret_request::SecretRequests;
 use calvin_gateway::secrets::SecretStore;
 use calvin_gateway::server::{self, DaemonSetup};
 use calvin_gateway::session::{Model, PermissionMode, SessionContext};
-use calvin_gateway::slack::SlackBackend;
+use calvin_gateway::slack;
 use calvin_gateway::socket_mode::{SocketMode, SocketModeConfig};
 use calvin_gateway::tools::{Gateway, SecretRoute};
 use calvin_gateway::workspace::Workspace;
@@ -138,10 +138,8 @@ fn gateway(
     config: &GatewayConfig,
     process: Process,
 ) -> anyhow::Result<(Arc<Gateway>, Option<Arc<EventHub>>)> {
-    let chat: Arc<dyn calvin_gateway::chat::ChatBackend> = Arc::new(
-        SlackBackend::new(&config.slack.api_url, config.bot_token()?)
-            .context("the Slack client")?,
-    );
+    let chat =
+        slack::backend(&config.slack.api_url, config.bot_token()?).context("the Slack client")?;
     let secrets = match &config.secrets.store_dir {
         Some(dir) => SecretStore::from_env(dir).context("the secret store")?,
         None => None,

@@ -12,6 +12,7 @@
 //!   [`MAX_RETRY_WAIT`] fails at once with the time to wait.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -45,15 +46,34 @@ pub enum SlackSetupError {
     RootCertificates(#[source] std::io::Error),
 }
 
-/// Posts into Slack threads as the bot whose token it holds.
-pub struct SlackBackend {
-    /// The client for the URL's scheme: https with the system's roots, or
-    /// plain http to a loopback fake.
-    api: Box<dyn ChatBackend>,
-    /// auth.test's answer, asked once.
-    workspace: tokio::sync::OnceCell<Workspace>,
-    /// Display names already looked up.
-    names: std::sync::Mutex<std::collections::HashMap<String, String>>,
+/// The HTTP connector for a Web API URL: https with the system's roots, or
+/// plain http to a loopback host (a fake Slack in tests), the API base set.
+pub(crate) enum Connector {
+    Https(SlackClientHyperHttpsConnector),
+    Http(SlackClientHyperConnector<HttpConnector>),
+}
+
+impl Connector {
+    pub(crate) fn for_url(api_url: &str) -> Result<Connector, SlackSetupError> {
+        let invalid = || SlackSetupError::InvalidUrl(api_url.to_string());
+        let uri: http::Uri = api_url.parse().map_err(|_| invalid())?;
+        let host = uri.host().ok_or_else(invalid)?;
+        // slack-morphism joins the base and the method with a '/'.
+        let base = api_url.trim_end_matches('/');
+        match uri.scheme_str() {
+            Some("https") => Ok(Connector::Https(
+                SlackClientHyperConnector::new()
+                    .map_err(SlackSetupError::RootCertificates)?
+                    .with_slack_api_url(base),
+            )),
+            Some("http") if is_loopback(host) => Ok(Connector::Http(
+                SlackClientHyperConnector::with_connector(HttpConnector::new())
+                    .with_slack_api_url(base),
+            )),
+            Some("http") => Err(SlackSetupError::InsecureUrl(api_url.to_string())),
+            _ => Err(invalid()),
+        }
+    }
 }
 
 /// Names kept at most, so a long-running daemon's cache stays small.
@@ -61,127 +81,25 @@ const MAX_CACHED_NAMES: usize = 10_000;
 /// Pages of members or replies read at most (1,000 each).
 const MAX_PAGES: usize = 50;
 
-impl SlackBackend {
-    /// A backend calling the Web API at `api_url` (e.g.
-    /// `https://slack.com/api/` or `http://127.0.0.1:PORT/api/`) with the
-    /// bot token `bot_token` (`xoxb-...`).
-    pub fn new(api_url: &str, bot_token: String) -> Result<SlackBackend, SlackSetupError> {
-        let invalid = || SlackSetupError::InvalidUrl(api_url.to_string());
-        let uri: http::Uri = api_url.parse().map_err(|_| invalid())?;
-        let host = uri.host().ok_or_else(invalid)?;
-        // slack-morphism joins the base and the method with a '/'.
-        let base = api_url.trim_end_matches('/');
-        let token = SlackApiToken::new(SlackApiTokenValue::new(bot_token));
-        let api: Box<dyn ChatBackend> = match uri.scheme_str() {
-            Some("https") => {
-                let connector = SlackClientHyperConnector::new()
-                    .map_err(SlackSetupError::RootCertificates)?
-                    .with_slack_api_url(base);
-                Box::new(Api::new(connector, token))
-            }
-            Some("http") if is_loopback(host) => {
-                let connector = SlackClientHyperConnector::with_connector(HttpConnector::new())
-                    .with_slack_api_url(base);
-                Box::new(Api::new(connector, token))
-            }
-            Some("http") => return Err(SlackSetupError::InsecureUrl(api_url.to_string())),
-            _ => return Err(invalid()),
-        };
-        Ok(SlackBackend {
-            api,
-            workspace: tokio::sync::OnceCell::new(),
-            names: Default::default(),
-        })
-    }
+/// Slack, as the bot whose token it holds, through either connector.
+pub struct SlackBackend<C: SlackClientHttpConnector + Send> {
+    client: SlackClient<C>,
+    token: SlackApiToken,
+    /// auth.test's answer, asked once.
+    workspace: tokio::sync::OnceCell<Workspace>,
+    /// Display names already looked up.
+    names: std::sync::Mutex<std::collections::HashMap<String, String>>,
 }
 
-#[async_trait::async_trait]
-impl ChatBackend for SlackBackend {
-    async fn upload_file(&self, thread: &ThreadRef, upload: Upload) -> Result<Uploaded, ChatError> {
-        self.api.upload_file(thread, upload).await
-    }
-
-    async fn post_blocks(
-        &self,
-        thread: &ThreadRef,
-        text: &str,
-        blocks: &Value,
-    ) -> Result<Posted, ChatError> {
-        self.api.post_blocks(thread, text, blocks).await
-    }
-
-    async fn workspace(&self) -> Result<Workspace, ChatError> {
-        self.workspace
-            .get_or_try_init(|| self.api.workspace())
-            .await
-            .cloned()
-    }
-
-    async fn conversation(&self, channel: &str) -> Result<Conversation, ChatError> {
-        self.api.conversation(channel).await
-    }
-
-    async fn members(&self, channel: &str) -> Result<Vec<String>, ChatError> {
-        self.api.members(channel).await
-    }
-
-    async fn replies(&self, channel: &str, ts: &str) -> Result<Vec<ThreadMessage>, ChatError> {
-        self.api.replies(channel, ts).await
-    }
-
-    async fn permalink(&self, channel: &str, ts: &str) -> Result<String, ChatError> {
-        self.api.permalink(channel, ts).await
-    }
-
-    async fn post(
-        &self,
-        channel: &str,
-        thread_ts: Option<&str>,
-        message: Text<'_>,
-    ) -> Result<Posted, ChatError> {
-        self.api.post(channel, thread_ts, message).await
-    }
-
-    async fn update(&self, channel: &str, ts: &str, message: Text<'_>) -> Result<(), ChatError> {
-        self.api.update(channel, ts, message).await
-    }
-
-    async fn post_ephemeral(
-        &self,
-        channel: &str,
-        user: &str,
-        thread_ts: Option<&str>,
-        text: &str,
-    ) -> Result<(), ChatError> {
-        self.api
-            .post_ephemeral(channel, user, thread_ts, text)
-            .await
-    }
-
-    async fn open_view(&self, trigger_id: &str, view: &Value) -> Result<String, ChatError> {
-        self.api.open_view(trigger_id, view).await
-    }
-
-    async fn open_dm(&self, user: &str) -> Result<String, ChatError> {
-        self.api.open_dm(user).await
-    }
-
-    async fn user_name(&self, user: &str) -> Result<String, ChatError> {
-        let cached = {
-            let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
-            names.get(user).cloned()
-        };
-        if let Some(name) = cached {
-            return Ok(name);
-        }
-        let name = self.api.user_name(user).await?;
-        let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
-        if names.len() >= MAX_CACHED_NAMES {
-            names.clear();
-        }
-        names.insert(user.to_owned(), name.clone());
-        Ok(name)
-    }
+/// A backend calling the Web API at `api_url` (e.g.
+/// `https://slack.com/api/` or `http://127.0.0.1:PORT/api/`) with the bot
+/// token `bot_token` (`xoxb-...`).
+pub fn backend(api_url: &str, bot_token: String) -> Result<Arc<dyn ChatBackend>, SlackSetupError> {
+    let token = SlackApiToken::new(SlackApiTokenValue::new(bot_token));
+    Ok(match Connector::for_url(api_url)? {
+        Connector::Https(connector) => Arc::new(SlackBackend::new(connector, token)),
+        Connector::Http(connector) => Arc::new(SlackBackend::new(connector, token)),
+    })
 }
 
 pub(crate) fn is_loopback(host: &str) -> bool {
@@ -192,23 +110,19 @@ pub(crate) fn is_loopback(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// The calls themselves, over either connector type.
-struct Api<C: SlackClientHttpConnector + Send> {
-    client: SlackClient<C>,
-    token: SlackApiToken,
-}
-
-impl<C: SlackClientHttpConnector + Send + Sync> Api<C> {
+impl<C: SlackClientHttpConnector + Send + Sync> SlackBackend<C> {
     fn new(connector: C, token: SlackApiToken) -> Self {
-        Api {
+        SlackBackend {
             client: SlackClient::new(connector),
             token,
+            workspace: tokio::sync::OnceCell::new(),
+            names: Default::default(),
         }
     }
 }
 
 #[async_trait::async_trait]
-impl<C> ChatBackend for Api<C>
+impl<C> ChatBackend for SlackBackend<C>
 where
     C: SlackClientHttpConnector + Send + Sync + 'static,
 {
@@ -280,19 +194,10 @@ where
     }
 
     async fn workspace(&self) -> Result<Workspace, ChatError> {
-        let answer: AuthTest = self.get("auth.test", &[]).await?;
-        let host = answer
-            .url
-            .parse::<http::Uri>()
-            .ok()
-            .and_then(|u| u.host().map(str::to_ascii_lowercase))
-            .ok_or_else(|| {
-                ChatError::Transport(format!("auth.test gave no workspace URL: {:?}", answer.url))
-            })?;
-        Ok(Workspace {
-            host,
-            bot_user: answer.user_id,
-        })
+        self.workspace
+            .get_or_try_init(|| self.auth_test())
+            .await
+            .cloned()
     }
 
     async fn conversation(&self, channel: &str) -> Result<Conversation, ChatError> {
@@ -311,61 +216,35 @@ where
     }
 
     async fn members(&self, channel: &str) -> Result<Vec<String>, ChatError> {
-        let mut members = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_PAGES {
-            let page: Members = self
-                .get(
-                    "conversations.members",
-                    &[
-                        ("channel", Some(channel)),
-                        ("limit", Some("1000")),
-                        ("cursor", cursor.as_deref()),
-                    ],
-                )
-                .await?;
-            members.extend(page.members);
-            match page.response_metadata.next_cursor {
-                Some(next) if !next.is_empty() => cursor = Some(next),
-                _ => return Ok(members),
-            }
-        }
-        Err(ChatError::Transport(format!(
-            "{channel} has more members than calvin reads ({} pages)",
-            MAX_PAGES
-        )))
+        self.paged(
+            "conversations.members",
+            &[("channel", Some(channel))],
+            |page: Members, members| {
+                members.extend(page.members);
+                page.response_metadata.next_cursor
+            },
+        )
+        .await
     }
 
     async fn replies(&self, channel: &str, ts: &str) -> Result<Vec<ThreadMessage>, ChatError> {
-        let mut messages = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_PAGES {
-            let page: Replies = self
-                .get(
-                    "conversations.replies",
-                    &[
-                        ("channel", Some(channel)),
-                        ("ts", Some(ts)),
-                        ("limit", Some("1000")),
-                        ("cursor", cursor.as_deref()),
-                    ],
-                )
-                .await?;
-            // Each page after the first repeats the parent first.
-            let skip = usize::from(!messages.is_empty());
-            messages.extend(page.messages.into_iter().skip(skip).map(|m| ThreadMessage {
-                ts: m.ts,
-                thread_ts: m.thread_ts,
-                user: m.user,
-                bot_id: m.bot_id,
-                text: m.text,
-            }));
-            match page.response_metadata.next_cursor {
-                Some(next) if !next.is_empty() && page.has_more => cursor = Some(next),
-                _ => break,
-            }
-        }
-        // A page boundary may repeat the parent: keep each ts once.
+        let mut messages = self
+            .paged(
+                "conversations.replies",
+                &[("channel", Some(channel)), ("ts", Some(ts))],
+                |page: Replies, messages| {
+                    messages.extend(page.messages.into_iter().map(|m| ThreadMessage {
+                        ts: m.ts,
+                        thread_ts: m.thread_ts,
+                        user: m.user,
+                        bot_id: m.bot_id,
+                        text: m.text,
+                    }));
+                    page.response_metadata.next_cursor.filter(|_| page.has_more)
+                },
+            )
+            .await?;
+        // Each page repeats the parent first: keep each ts once.
         let mut seen = std::collections::HashSet::new();
         messages.retain(|m| seen.insert(m.ts.clone()));
         Ok(messages)
@@ -456,6 +335,13 @@ where
     }
 
     async fn user_name(&self, user: &str) -> Result<String, ChatError> {
+        let cached = {
+            let names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+            names.get(user).cloned()
+        };
+        if let Some(name) = cached {
+            return Ok(name);
+        }
         let answer: UserInfo = self.get("users.info", &[("user", Some(user))]).await?;
         let u = answer.user;
         let name = [
@@ -468,14 +354,36 @@ where
         .flatten()
         .find(|n| !n.trim().is_empty())
         .unwrap_or(u.id);
+        let mut names = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        if names.len() >= MAX_CACHED_NAMES {
+            names.clear();
+        }
+        names.insert(user.to_owned(), name.clone());
         Ok(name)
     }
 }
 
-impl<C> Api<C>
+impl<C> SlackBackend<C>
 where
     C: SlackClientHttpConnector + Send + Sync + 'static,
 {
+    /// auth.test: the workspace's host and the bot's user.
+    async fn auth_test(&self) -> Result<Workspace, ChatError> {
+        let answer: AuthTest = self.get("auth.test", &[]).await?;
+        let host = answer
+            .url
+            .parse::<http::Uri>()
+            .ok()
+            .and_then(|u| u.host().map(str::to_ascii_lowercase))
+            .ok_or_else(|| {
+                ChatError::Transport(format!("auth.test gave no workspace URL: {:?}", answer.url))
+            })?;
+        Ok(Workspace {
+            host,
+            bot_user: answer.user_id,
+        })
+    }
+
     /// A GET method with query arguments (`None` ones left out), its
     /// answer read into `T` (fields it does not name are ignored).
     async fn get<T>(&self, method: &str, args: &[(&str, Option<&str>)]) -> Result<T, ChatError>
@@ -485,6 +393,35 @@ where
         let session = self.client.open_session(&self.token);
         let params: Vec<(&str, Option<&str>)> = args.to_vec();
         retrying(|| session.http_session_api.http_get(method, &params, None)).await
+    }
+
+    /// Every page of a cursor-paginated method (`args` plus `limit` and
+    /// `cursor`): `each` adds a page's items and gives the next cursor.
+    async fn paged<P, T>(
+        &self,
+        method: &str,
+        args: &[(&str, Option<&str>)],
+        mut each: impl FnMut(P, &mut Vec<T>) -> Option<String> + Send,
+    ) -> Result<Vec<T>, ChatError>
+    where
+        P: serde::de::DeserializeOwned + Send,
+        T: Send,
+    {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let mut page_args = args.to_vec();
+            page_args.push(("limit", Some("1000")));
+            page_args.push(("cursor", cursor.as_deref()));
+            let page: P = self.get(method, &page_args).await?;
+            match each(page, &mut items) {
+                Some(next) if !next.is_empty() => cursor = Some(next),
+                _ => return Ok(items),
+            }
+        }
+        Err(ChatError::Transport(format!(
+            "{method} has more than the {MAX_PAGES} pages calvin reads"
+        )))
     }
 
     /// A POST method with a JSON body.
@@ -655,19 +592,19 @@ mod tests {
     #[test]
     fn urls_are_checked() {
         let token = || "xoxb-test".to_string();
-        assert!(SlackBackend::new("http://127.0.0.1:9/api/", token()).is_ok());
-        assert!(SlackBackend::new("http://[::1]:9/api", token()).is_ok());
-        assert!(SlackBackend::new("http://localhost:9/api/", token()).is_ok());
+        assert!(backend("http://127.0.0.1:9/api/", token()).is_ok());
+        assert!(backend("http://[::1]:9/api", token()).is_ok());
+        assert!(backend("http://localhost:9/api/", token()).is_ok());
         assert!(matches!(
-            SlackBackend::new("http://slack.com/api/", token()),
+            backend("http://slack.com/api/", token()),
             Err(SlackSetupError::InsecureUrl(_))
         ));
         assert!(matches!(
-            SlackBackend::new("ftp://127.0.0.1/api/", token()),
+            backend("ftp://127.0.0.1/api/", token()),
             Err(SlackSetupError::InvalidUrl(_))
         ));
         assert!(matches!(
-            SlackBackend::new("not a url", token()),
+            backend("not a url", token()),
             Err(SlackSetupError::InvalidUrl(_))
         ));
     }

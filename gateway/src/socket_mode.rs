@@ -21,13 +21,12 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use hyper_util::client::legacy::connect::HttpConnector;
 use slack_morphism::errors::SlackClientError;
 use slack_morphism::prelude::*;
 use tracing::{debug, info, warn};
 
 use crate::events::{ButtonClick, ChatEvent, EventHub, FormAnswer, FormSubmit};
-use crate::slack::SlackSetupError;
+use crate::slack::{Connector, SlackSetupError};
 
 /// How many event ids are remembered for deduplication.
 const REMEMBERED_EVENTS: usize = 10_000;
@@ -75,26 +74,10 @@ impl SocketMode {
         config: SocketModeConfig,
         hub: Arc<EventHub>,
     ) -> Result<SocketMode, SlackSetupError> {
-        let uri: http::Uri = config
-            .api_url
-            .parse()
-            .map_err(|_| SlackSetupError::InvalidUrl(config.api_url.clone()))?;
-        let base = config.api_url.trim_end_matches('/').to_owned();
         let stop = Arc::new(tokio::sync::Notify::new());
-        let task = match uri.scheme_str() {
-            Some("https") => {
-                let connector = SlackClientHyperConnector::new()
-                    .map_err(SlackSetupError::RootCertificates)?
-                    .with_slack_api_url(&base);
-                tokio::spawn(run(connector, config, hub, stop.clone()))
-            }
-            Some("http") if crate::slack::is_loopback(uri.host().unwrap_or_default()) => {
-                let connector = SlackClientHyperConnector::with_connector(HttpConnector::new())
-                    .with_slack_api_url(&base);
-                tokio::spawn(run(connector, config, hub, stop.clone()))
-            }
-            Some("http") => return Err(SlackSetupError::InsecureUrl(config.api_url)),
-            _ => return Err(SlackSetupError::InvalidUrl(config.api_url)),
+        let task = match Connector::for_url(&config.api_url)? {
+            Connector::Https(connector) => tokio::spawn(run(connector, config, hub, stop.clone())),
+            Connector::Http(connector) => tokio::spawn(run(connector, config, hub, stop.clone())),
         };
         Ok(SocketMode { stop, task })
     }

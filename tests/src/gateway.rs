@@ -255,6 +255,22 @@ pub async fn drive(scenario: Value) -> Vec<Value> {
         .collect()
 }
 
+/// A call result's text.
+pub fn text(v: &Value) -> &str {
+    v["text"].as_str().unwrap_or_default()
+}
+
+/// The call succeeded.
+pub fn assert_ok(v: &Value) {
+    assert_eq!(v["is_error"], false, "expected success: {v}");
+}
+
+/// The call was refused with a reason containing `needle`.
+pub fn assert_refused(v: &Value, needle: &str) {
+    assert_eq!(v["is_error"], true, "expected a refusal: {v}");
+    assert!(text(v).contains(needle), "{needle:?} missing from {v}");
+}
+
 /// A call step.
 pub fn call(tool: &str, args: Value) -> Value {
     json!({ "op": "call", "tool": tool, "args": args })

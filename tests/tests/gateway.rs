@@ -4,19 +4,11 @@
 use std::time::Duration;
 
 use calvin_tests::gateway::{
-    CHANNEL, GatewayDaemon, GatewaySetup, THREAD_TS, call, drive, gateway_env, tool_names,
+    CHANNEL, GatewayDaemon, GatewaySetup, THREAD_TS, assert_refused, call, drive, gateway_env,
+    text, tool_names,
 };
 use calvin_tests::{Origin, TestAgent, TestEdge, binary, curl};
 use serde_json::{Value, json};
-
-fn text(v: &Value) -> &str {
-    v["text"].as_str().unwrap_or_default()
-}
-
-fn assert_refused(v: &Value, needle: &str) {
-    assert_eq!(v["is_error"], true, "expected a refusal: {v}");
-    assert!(text(v).contains(needle), "{needle:?} missing from {v}");
-}
 
 /// What a self-hosted gateway without a workspace definition lists.
 const SELF_HOSTED_TOOLS: [&str; 8] = [

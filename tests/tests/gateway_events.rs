@@ -6,24 +6,13 @@
 use std::time::Duration;
 
 use calvin_tests::fake_slack::{EnvelopeKind, PostedMessage};
-use calvin_tests::gateway::{EventStream, GatewayDaemon, GatewaySetup, OWNER, call, drive};
+use calvin_tests::gateway::{
+    EventStream, GatewayDaemon, GatewaySetup, OWNER, assert_ok, assert_refused, call, drive, text,
+};
 use serde_json::{Value, json};
 
 const STRANGER: &str = "U0STRANGER";
 const WAIT: Duration = Duration::from_secs(10);
-
-fn text(v: &Value) -> &str {
-    v["text"].as_str().unwrap_or_default()
-}
-
-fn assert_ok(v: &Value) {
-    assert_eq!(v["is_error"], false, "expected success: {v}");
-}
-
-fn assert_refused(v: &Value, needle: &str) {
-    assert_eq!(v["is_error"], true, "expected a refusal: {v}");
-    assert!(text(v).contains(needle), "{needle:?} missing from {v}");
-}
 
 /// A self-hosted setup with Socket Mode, its session's thread seeded.
 async fn setup() -> GatewaySetup {

@@ -4,21 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use calvin_tests::gateway::{GatewaySetup, OWNER, call, drive};
+use calvin_tests::gateway::{GatewaySetup, OWNER, assert_ok, assert_refused, call, drive, text};
 use serde_json::{Value, json};
-
-fn text(v: &Value) -> &str {
-    v["text"].as_str().unwrap_or_default()
-}
-
-fn assert_ok(v: &Value) {
-    assert_eq!(v["is_error"], false, "expected success: {v}");
-}
-
-fn assert_refused(v: &Value, needle: &str) {
-    assert_eq!(v["is_error"], true, "expected a refusal: {v}");
-    assert!(text(v).contains(needle), "{needle:?} missing from {v}");
-}
 
 /// git in `dir`, with no user or system configuration.
 fn git(dir: &Path, args: &[&str]) -> String {

@@ -4,25 +4,12 @@
 //! the per-runner counts.
 
 use calvin_tests::fake_slack::{Conversation, HOST};
-use calvin_tests::gateway::{GatewaySetup, OWNER, call, drive};
+use calvin_tests::gateway::{GatewaySetup, OWNER, assert_ok, assert_refused, call, drive, text};
 use serde_json::{Value, json};
 
 const ALICE: &str = "U0ALICE";
 const BOB: &str = "U0BOB";
 const CAROL: &str = "U0CAROL";
-
-fn text(v: &Value) -> &str {
-    v["text"].as_str().unwrap_or_default()
-}
-
-fn assert_ok(v: &Value) {
-    assert_eq!(v["is_error"], false, "expected success: {v}");
-}
-
-fn assert_refused(v: &Value, needle: &str) {
-    assert_eq!(v["is_error"], true, "expected a refusal: {v}");
-    assert!(text(v).contains(needle), "{needle:?} missing from {v}");
-}
 
 /// A permalink as Slack (and the fake) makes them.
 fn link(channel: &str, ts: &str) -> String {

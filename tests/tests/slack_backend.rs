@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use calvin_gateway::chat::{ChatBackend, ChatError, ThreadRef, Upload};
-use calvin_gateway::slack::SlackBackend;
+use calvin_gateway::slack::backend as slack_backend;
 use calvin_tests::fake_slack::FakeSlack;
 use calvin_tests::{curl, pattern_bytes};
 use serde_json::{Value, json};
@@ -18,8 +18,8 @@ async fn fake() -> FakeSlack {
     FakeSlack::start(TOKEN, &[CHANNEL, "C0OTHER002"]).await
 }
 
-fn backend(slack: &FakeSlack) -> SlackBackend {
-    SlackBackend::new(&slack.api_url(), slack.token()).expect("backend")
+fn backend(slack: &FakeSlack) -> std::sync::Arc<dyn ChatBackend> {
+    slack_backend(&slack.api_url(), slack.token()).expect("backend")
 }
 
 fn thread() -> ThreadRef {
@@ -118,7 +118,7 @@ async fn post_blocks_records_the_blocks() {
 #[tokio::test]
 async fn wrong_token_is_invalid_auth() {
     let slack = fake().await;
-    let wrong = SlackBackend::new(&slack.api_url(), "xoxb-wrong".to_string()).expect("backend");
+    let wrong = slack_backend(&slack.api_url(), "xoxb-wrong".to_string()).expect("backend");
 
     let post = wrong.post_blocks(&thread(), "done", &section()).await;
     assert_eq!(post, Err(ChatError::Api("invalid_auth".to_string())));
