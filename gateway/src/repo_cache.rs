@@ -424,6 +424,15 @@ mod tests {
                 .expect("checkout")
         }
 
+        /// The error of a checkout expected to fail.
+        async fn refused(&self, name: &str, session: &Path, branch: &str) -> CheckoutError {
+            let repo = self.workspace.resolve(name).expect("resolve").clone();
+            self.workspace
+                .checkout(&repo, session, branch)
+                .await
+                .expect_err("the checkout is refused")
+        }
+
         fn cache(&self, name: &str) -> PathBuf {
             self.root.join("cache").join(format!("{name}.git"))
         }
@@ -553,11 +562,7 @@ mod tests {
         let (s1, s2, s3) = (f.session("s1"), f.session("s2"), f.session("s3"));
         f.checkout("api", &s1, "calvin/1").await;
         let repo = f.workspace.resolve("api").expect("api").clone();
-        let err = f
-            .workspace
-            .checkout(&repo, &s2, "calvin/1")
-            .await
-            .expect_err("in use");
+        let err = f.refused("api", &s2, "calvin/1").await;
         assert_eq!(
             err.to_string(),
             format!(
@@ -629,12 +634,7 @@ mod tests {
         let f = fixture();
         let session = f.session("s1");
         write(&session.join("api/notes.txt"), "mine\n");
-        let repo = f.workspace.resolve("api").expect("api").clone();
-        let err = f
-            .workspace
-            .checkout(&repo, &session, "calvin/1")
-            .await
-            .expect_err("occupied");
+        let err = f.refused("api", &session, "calvin/1").await;
         assert_eq!(
             err.to_string(),
             format!(
@@ -650,20 +650,12 @@ mod tests {
         let other = f.session("s2");
         let remote = f.root.join("remotes/acme/api.git");
         run(&other, &["clone", "-q", s(&remote), "api"]);
-        let err = f
-            .workspace
-            .checkout(&repo, &other, "calvin/2")
-            .await
-            .expect_err("a clone");
+        let err = f.refused("api", &other, "calvin/2").await;
         assert!(matches!(err, CheckoutError::Occupied { .. }), "{err:?}");
         // A file, too.
         let third = f.session("s3");
         write(&third.join("api"), "a file\n");
-        let err = f
-            .workspace
-            .checkout(&repo, &third, "calvin/3")
-            .await
-            .expect_err("a file");
+        let err = f.refused("api", &third, "calvin/3").await;
         assert!(matches!(err, CheckoutError::Occupied { .. }), "{err:?}");
     }
 
