@@ -535,4 +535,76 @@ mod tests {
             "kept across starts"
         );
     }
+
+    fn check(text: &str) -> Result<(), String> {
+        let c: GatewayConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        c.check().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn socket_mode_connections_are_1_to_10() {
+        let with = |n: u32| {
+            check(&format!(
+                "mode = \"self-hosted\"\n[slack]\nsocket_connections = {n}"
+            ))
+        };
+        assert!(with(1).is_ok() && with(10).is_ok());
+        assert_eq!(
+            with(11).unwrap_err(),
+            "[slack] socket_connections must be from 1 to 10, got 11"
+        );
+        assert!(with(0).is_err());
+    }
+
+    #[test]
+    fn the_launcher_uses_known_placeholders_only() {
+        let with = |cmd: &str| {
+            check(&format!(
+                "mode = \"self-hosted\"\n[launcher]\ncommand = {cmd}"
+            ))
+        };
+        assert!(with(r#"["run", "--c={channel}", "{thread_ts}{owner}", "{model}", "{permission_mode}", "{brief}", "{task}"]"#).is_ok());
+        let err = with(r#"["run", "{session}"]"#).unwrap_err();
+        assert!(
+            err.starts_with("[launcher] command: \"{session}\": unknown placeholder {session}"),
+            "{err}"
+        );
+        let err = with(r#"["run", "{channel"]"#).unwrap_err();
+        assert!(err.contains("has a '{' without its '}'"), "{err}");
+        assert!(
+            with(r#"[" "]"#)
+                .unwrap_err()
+                .contains("the program (the first element) is empty")
+        );
+    }
+
+    #[test]
+    fn the_daemon_is_reached_on_loopback_only() {
+        let with = |url: &str| {
+            check(&format!(
+                "mode = \"self-hosted\"\n[daemon]\nurl = \"{url}\""
+            ))
+        };
+        assert!(with("http://127.0.0.1:8765").is_ok());
+        assert!(with("http://[::1]:8765/").is_ok());
+        assert!(with("http://localhost:8765").is_ok());
+        for bad in [
+            "http://10.0.0.1:8765",
+            "https://127.0.0.1:8765",
+            "not a url",
+        ] {
+            assert!(with(bad).unwrap_err().contains("loopback only"), "{bad}");
+        }
+        let code = |ch: &str| {
+            check(&format!(
+                "mode = \"self-hosted\"\n[spawn]\ncode_channels = [\"{ch}\"]"
+            ))
+        };
+        assert!(code("C0CODE").is_ok());
+        assert!(
+            code("general")
+                .unwrap_err()
+                .contains("is not a Slack channel id")
+        );
+    }
 }
