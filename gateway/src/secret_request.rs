@@ -310,6 +310,10 @@ impl SecretRequests {
         let view = modal(&click.value, &name, file);
         if let Err(err) = self.chat.open_view(&click.trigger_id, &view).await {
             warn!(%err, %name, "could not open the secret's form");
+            refuse(format!(
+                "The form for `{name}` could not be opened ({err}); click the button again."
+            ))
+            .await;
         }
     }
 

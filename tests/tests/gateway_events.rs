@@ -537,3 +537,45 @@ async fn events_reach_their_session_across_dropped_and_refreshed_sockets() {
         delays[delays.len() - 1]
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_form_slack_will_not_open_is_reported_to_the_owner_and_a_new_click_works() {
+    let setup = setup().await;
+    let (_daemon, registered) = daemon(&setup).await;
+    let mcp = registered["mcp_url"].as_str().expect("mcp_url").to_owned();
+    let out = drive(GatewayDaemon::http(
+        &mcp,
+        json!([call(
+            "request_secret",
+            json!({"name": "API_TOKEN", "reason": "the staging API"})
+        )]),
+    ))
+    .await;
+    assert_ok(&out[0]);
+    let slack = &setup.slack;
+    let button = button_message(&setup, "API_TOKEN");
+    // A trigger older than Slack's 3 s is refused by views.open.
+    slack.set_trigger_ttl(Duration::ZERO);
+    slack
+        .click(OWNER, &button.channel, &button.ts, "calvin_set_secret")
+        .expect("click");
+    wait_for(&setup, "the owner to be told", || {
+        !slack.ephemerals().is_empty()
+    })
+    .await;
+    let told = &slack.ephemerals()[0];
+    assert_eq!(told.user, OWNER);
+    let said = told.text.as_deref().expect("text");
+    assert!(
+        said.contains("The form for `API_TOKEN` could not be opened"),
+        "{said}"
+    );
+    assert!(said.contains("expired_trigger_id"), "{said}");
+    assert!(slack.views().is_empty());
+    slack.set_trigger_ttl(calvin_tests::fake_slack::TRIGGER_TTL);
+    set_secret(&setup, "API_TOKEN", "tok-123").await;
+    assert_eq!(
+        bash(&setup.env_file(), "printf '%s' \"$API_TOKEN\""),
+        "tok-123"
+    );
+}
