@@ -63,9 +63,10 @@ impl<'a> Args<'a> {
         self.args
     }
 
-    /// A string of `chars` characters (counted as Unicode scalar values,
-    /// surrounding whitespace not trimmed); `one_line` refuses line
-    /// breaks. A missing required one is a problem saying what it is.
+    /// A string of `chars` characters (counted as Unicode scalar values);
+    /// `one_line` refuses line breaks and trims surrounding whitespace
+    /// before counting. A blank string is empty. A missing required one is
+    /// a problem saying what it is.
     pub fn text(
         &mut self,
         key: &str,
@@ -80,8 +81,19 @@ impl<'a> Args<'a> {
                 }
                 None
             }
-            Some(Value::String(s)) => {
-                let n = s.chars().count();
+            Some(Value::String(given)) => {
+                // A one-line value is taken without its surrounding
+                // whitespace; a blank one counts as empty.
+                let s = if one_line {
+                    given.trim()
+                } else {
+                    given.as_str()
+                };
+                let n = if s.trim().is_empty() {
+                    0
+                } else {
+                    s.chars().count()
+                };
                 if n < *chars.start() {
                     self.found.push(match chars.start() {
                         1 => format!("{key} is empty"),
@@ -96,7 +108,7 @@ impl<'a> Args<'a> {
                     self.found.push(format!("{key} must be one line"));
                     None
                 } else {
-                    Some(s.clone())
+                    Some(s.to_owned())
                 }
             }
             Some(v) => {
@@ -140,9 +152,12 @@ mod tests {
 
     #[test]
     fn limits_are_counted_in_characters() {
-        let args = obj(json!({"a": "é".repeat(150), "b": "é".repeat(151), "c": "ab", "d": "x\ny"}));
-        let mut a = Args::new(&args, &["a", "b", "c", "d"]);
+        let args = obj(
+            json!({"a": "é".repeat(150), "b": "é".repeat(151), "c": " ab ", "d": "x\ny", "f": "   "}),
+        );
+        let mut a = Args::new(&args, &["a", "b", "c", "d", "f"]);
         assert!(a.text("a", None, 3..=150, true).is_some());
+        assert!(a.text("f", None, 1..=150, false).is_none());
         assert!(a.text("b", None, 3..=150, true).is_none());
         assert!(a.text("c", None, 3..=150, true).is_none());
         assert!(a.text("d", None, 1..=150, true).is_none());
@@ -150,6 +165,7 @@ mod tests {
         assert_eq!(
             a.found,
             [
+                "f is empty",
                 "b is 151 characters; at most 150",
                 "c is 2 characters; at least 3",
                 "d must be one line",

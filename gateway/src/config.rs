@@ -21,7 +21,7 @@
 //!
 //! [secrets]
 //! store_dir = "/var/lib/calvin-gateway/secrets"   # key: the environment's SP_STORE_KEY
-//! # runtime_dir = "$XDG_RUNTIME_DIR/calvin/sessions"   # the sessions' env files (BASH_ENV)
+//! # runtime_dir = "$XDG_RUNTIME_DIR/calvin/sessions"   # the sessions' env files (BASH_ENV); else ~/.local/state/calvin/sessions
 //!
 //! [spawn]
 //! code_channels = []               # spawn_thread from these posts into the owner's DM
@@ -29,6 +29,7 @@
 //! [launcher]                       # spawn_thread starts sessions with this (no shell)
 //! command = ["start-session", "--channel", "{channel}", "--thread-ts", "{thread_ts}"]
 //! timeout_secs = 30
+//! env = []                         # variables passed besides PATH, HOME, LANG, ... (never SP_STORE_KEY unless named)
 //!
 //! [workspace]                      # checkout_repo's definition
 //! # file = "workspace.toml"        # [[repos]] entries; or inline:
@@ -149,6 +150,10 @@ pub struct SpawnConfig {
 pub struct LauncherConfig {
     pub command: Vec<String>,
     pub timeout_secs: u64,
+    /// Variables of the gateway's environment passed to the launcher
+    /// besides the few every program needs (it never sees the others:
+    /// SP_STORE_KEY and the Slack tokens stay in the gateway).
+    pub env: Vec<String>,
 }
 
 impl Default for LauncherConfig {
@@ -156,6 +161,7 @@ impl Default for LauncherConfig {
         Self {
             command: vec![],
             timeout_secs: 30,
+            env: vec![],
         }
     }
 }
@@ -195,8 +201,8 @@ impl Default for UploadsConfig {
 pub struct SecretsConfig {
     pub store_dir: Option<PathBuf>,
     /// Where each session's env file (its secrets, for BASH_ENV) is kept
-    /// by default: `$XDG_RUNTIME_DIR/calvin/sessions`, else a 0700
-    /// folder of this user's under the temp directory.
+    /// by default: `$XDG_RUNTIME_DIR/calvin/sessions`, else
+    /// `~/.local/state/calvin/sessions`.
     pub runtime_dir: Option<PathBuf>,
 }
 
@@ -366,12 +372,13 @@ impl GatewayConfig {
         if let Some(dir) = &self.secrets.runtime_dir {
             return dir.clone();
         }
-        match dirs::runtime_dir() {
-            Some(dir) => dir.join("calvin/sessions"),
-            None => std::env::temp_dir()
-                .join(format!("calvin-{}", rustix::process::getuid().as_raw()))
-                .join("sessions"),
-        }
+        // Not the temp directory: another user could make the folder
+        // first, and send_file may send from there.
+        dirs::runtime_dir()
+            .or_else(dirs::state_dir)
+            .or_else(|| dirs::home_dir().map(|h| h.join(".local/state")))
+            .unwrap_or_else(|| PathBuf::from("/nonexistent"))
+            .join("calvin/sessions")
     }
 
     /// The daemon's registration token and its file: read, or made (256

@@ -195,3 +195,105 @@ impl EventHub {
         self.secrets.on_submit(form)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hub() -> EventHub {
+        // A client that is never called: clicks and forms are not tried here.
+        let chat = crate::slack::backend("http://127.0.0.1:9/api/", "xoxb-unused".into())
+            .expect("a client");
+        EventHub::new(Arc::new(SecretRequests::new(
+            chat,
+            None,
+            std::path::PathBuf::from("/nonexistent"),
+        )))
+    }
+
+    fn message(channel: &str, ts: &str, thread: Option<&str>, text: &str) -> ChatEvent {
+        ChatEvent::Message {
+            channel: channel.into(),
+            ts: ts.into(),
+            thread_ts: thread.map(Into::into),
+            user: Some("U1".into()),
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn events_reach_the_subscribers_of_their_thread_only() {
+        let hub = hub();
+        let mut mine = hub.subscribe("C1", "1.0");
+        let mut theirs = hub.subscribe("C1", "2.0");
+        hub.on_event(message("C1", "1.5", Some("1.0"), "hello"));
+        hub.on_event(ChatEvent::Reaction {
+            channel: "C1".into(),
+            ts: "1.5".into(),
+            user: "U2".into(),
+            reaction: "eyes".into(),
+        });
+        assert_eq!(mine.try_recv().expect("message")["text"], "hello");
+        let reaction = mine.try_recv().expect("reaction");
+        assert_eq!(
+            (
+                reaction["thread_ts"].as_str(),
+                reaction["reaction"].as_str()
+            ),
+            (Some("1.0"), Some("eyes"))
+        );
+        assert!(theirs.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_subscriber_256_behind_misses_the_next_and_keeps_its_place() {
+        let hub = hub();
+        let mut slow = hub.subscribe("C1", "1.0");
+        for i in 0..=SUBSCRIBER_QUEUE {
+            hub.on_event(message(
+                "C1",
+                &format!("1.{i}"),
+                Some("1.0"),
+                &format!("m{i}"),
+            ));
+        }
+        let mut got = Vec::new();
+        while let Ok(v) = slow.try_recv() {
+            got.push(v["text"].as_str().unwrap_or_default().to_owned());
+        }
+        assert_eq!(got.len(), SUBSCRIBER_QUEUE, "256 queued, the 257th dropped");
+        assert_eq!(
+            got[SUBSCRIBER_QUEUE - 1],
+            format!("m{}", SUBSCRIBER_QUEUE - 1)
+        );
+        hub.on_event(message("C1", "9.0", Some("1.0"), "after"));
+        assert_eq!(slow.try_recv().expect("still subscribed")["text"], "after");
+    }
+
+    #[test]
+    fn a_closed_subscriber_is_forgotten_and_threads_are_remembered_up_to_the_cap() {
+        let hub = hub();
+        drop(hub.subscribe("C1", "1.0"));
+        hub.on_event(message("C1", "1.1", Some("1.0"), "x"));
+        assert!(hub.subscribers.lock().expect("lock").is_empty());
+        for i in 1..REMEMBERED_MESSAGES {
+            hub.remember("C2", &format!("2.{i}"), "2.0");
+        }
+        let first = ("C1".to_owned(), "1.1".to_owned());
+        let known = |hub: &EventHub| {
+            let threads = hub.threads.lock().expect("lock");
+            (threads.0.len(), threads.0.contains_key(&first))
+        };
+        assert_eq!(
+            known(&hub),
+            (REMEMBERED_MESSAGES, true),
+            "all kept at the cap"
+        );
+        hub.remember("C2", "3.0", "3.0");
+        assert_eq!(
+            known(&hub),
+            (REMEMBERED_MESSAGES, false),
+            "the oldest forgotten past it"
+        );
+    }
+}

@@ -111,6 +111,17 @@ pub enum FileRefusal {
         temp_dir: PathBuf,
     },
 
+    #[error(
+        "Cannot send {path:?}: it resolves to {}, inside {}, where the sessions' secrets are kept in clear; those files are never sent.",
+        resolved.display(),
+        folder.display()
+    )]
+    SecretsFolder {
+        path: String,
+        resolved: PathBuf,
+        folder: PathBuf,
+    },
+
     #[error("Cannot send {path:?}: the file is empty (0 bytes); only non-empty files can be sent.")]
     Empty { path: String },
 
@@ -141,13 +152,16 @@ pub enum FileRefusal {
 /// described in the module documentation, and returns its bytes.
 ///
 /// `temp_dir` is the system temp directory (usually
-/// [`std::env::temp_dir`]); `secrets` are the session's secret values
-/// (empty values are ignored). Blocking: call it from
+/// [`std::env::temp_dir`]); `secret_dirs` are folders whose files are never
+/// sent, wherever they are (the sessions' env files: every session's
+/// secrets in clear); `secrets` are the session's secret values (empty
+/// values are ignored). Blocking: call it from
 /// `tokio::task::spawn_blocking` in async code.
 pub fn open_for_upload(
     path: &str,
     session_dir: &Path,
     temp_dir: &Path,
+    secret_dirs: &[PathBuf],
     max_bytes: u64,
     secrets: &[String],
 ) -> Result<FileToSend, FileRefusal> {
@@ -187,6 +201,17 @@ pub fn open_for_upload(
         return Err(FileRefusal::SystemPath {
             path: given(),
             resolved,
+        });
+    }
+    if let Some(folder) = secret_dirs
+        .iter()
+        .filter_map(|dir| std::fs::canonicalize(dir).ok())
+        .find(|dir| resolved.starts_with(dir))
+    {
+        return Err(FileRefusal::SecretsFolder {
+            path: given(),
+            resolved,
+            folder,
         });
     }
     let session_root = std::fs::canonicalize(session_dir).ok();
@@ -442,6 +467,37 @@ mod tests {
         }
     }
 
+    #[test]
+    fn env_files_are_never_sent_even_from_the_temp_directory() {
+        let d = dirs();
+        let run = d.temp.path().join("calvin/sessions");
+        std::fs::create_dir_all(run.join("C1-1.2")).expect("dir");
+        std::fs::write(run.join("C1-1.2/env.sh"), "export K='v'\n").expect("env");
+        std::fs::write(d.temp.path().join("fine.txt"), "fine").expect("file");
+        let open = |path: &Path| {
+            open_for_upload(
+                path.to_str().expect("utf-8"),
+                d.session.path(),
+                d.temp.path(),
+                std::slice::from_ref(&run),
+                MAX,
+                &[],
+            )
+        };
+        let err = open(&run.join("C1-1.2/env.sh")).expect_err("refused");
+        assert!(matches!(err, FileRefusal::SecretsFolder { .. }), "{err:?}");
+        assert!(
+            err.to_string()
+                .contains("where the sessions' secrets are kept in clear")
+        );
+        // A symlink in the session directory to it is refused the same.
+        std::os::unix::fs::symlink(run.join("C1-1.2/env.sh"), d.session.path().join("e"))
+            .expect("symlink");
+        let err = open(&d.session.path().join("e")).expect_err("refused");
+        assert!(matches!(err, FileRefusal::SecretsFolder { .. }), "{err:?}");
+        assert!(open(&d.temp.path().join("fine.txt")).is_ok());
+    }
+
     impl Dirs {
         fn open(&self, path: &str) -> Result<FileToSend, FileRefusal> {
             self.open_with(path, MAX, &[])
@@ -453,7 +509,14 @@ mod tests {
             max: u64,
             secrets: &[String],
         ) -> Result<FileToSend, FileRefusal> {
-            open_for_upload(path, self.session.path(), self.temp.path(), max, secrets)
+            open_for_upload(
+                path,
+                self.session.path(),
+                self.temp.path(),
+                &[],
+                max,
+                secrets,
+            )
         }
     }
 

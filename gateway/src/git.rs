@@ -96,19 +96,29 @@ pub async fn git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
 pub async fn git_within(dir: &Path, args: &[&str], timeout: Duration) -> Result<String, GitError> {
     let command = subcommand(args);
     let mut cmd = tokio::process::Command::new("git");
+    // Only the allowlisted environment (never the gateway's key or
+    // tokens), and no hook or fsmonitor program from the repository's
+    // own configuration.
+    crate::child_env::restrict(&mut cmd, &[]);
     for name in REPOSITORY_ENV {
         cmd.env_remove(name);
     }
-    cmd.args(args)
-        .current_dir(dir)
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_ASKPASS", "true")
-        .env("LC_ALL", "C")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
+    cmd.args([
+        "-c",
+        "core.hooksPath=/dev/null",
+        "-c",
+        "core.fsmonitor=false",
+    ])
+    .args(args)
+    .current_dir(dir)
+    .env("GIT_TERMINAL_PROMPT", "0")
+    .env("GIT_ASKPASS", "true")
+    .env("LC_ALL", "C")
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .process_group(0)
+    .kill_on_drop(true);
     let child = match cmd.spawn() {
         Ok(child) => child,
         Err(err) if err.kind() == ErrorKind::NotFound && dir.is_dir() => {

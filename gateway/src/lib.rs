@@ -23,6 +23,7 @@ pub mod brief;
 pub mod card;
 pub mod chat;
 pub mod checkout;
+pub mod child_env;
 pub mod config;
 pub mod daemon_client;
 pub mod events;

@@ -97,27 +97,38 @@ enum Command {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // stdout carries MCP over stdio: logs go to stderr. Slack's client and
-    // its WebSocket log payloads (a submitted secret among them) below
-    // info: never shown, whatever RUST_LOG says.
-    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    // stdout carries MCP over stdio: logs go to stderr. Slack's client, its
+    // WebSocket and the MCP library log payloads (a submitted secret, a
+    // tool call's arguments) below info: those targets never log below
+    // info, whatever RUST_LOG says (a second filter beside the user's,
+    // which RUST_LOG cannot loosen).
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::filter::FilterExt;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let wanted = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    for capped in [
-        "slack_morphism=info",
-        "tungstenite=info",
-        "tokio_tungstenite=info",
-        "hyper=info",
-        "hyper_util=info",
-        "rmcp=info",
-    ] {
-        if let Ok(directive) = capped.parse() {
-            filter = filter.add_directive(directive);
-        }
-    }
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
+    let capped = tracing_subscriber::filter::filter_fn(|meta| {
+        // rmcp logs each tool call's arguments, where a model may have
+        // pasted a secret.
+        let carries_payloads = ["slack_morphism", "tungstenite", "tokio_tungstenite", "rmcp"]
+            .iter()
+            .any(|t| {
+                meta.target() == *t
+                    || meta
+                        .target()
+                        .strip_prefix(t)
+                        .is_some_and(|rest| rest.starts_with("::"))
+            });
+        !carries_payloads || *meta.level() <= tracing::Level::INFO
+    });
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(false)
+                .with_filter(wanted.and(capped)),
+        )
         .try_init();
     match run(Cli::parse()).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -189,6 +200,7 @@ fn gateway(
         launcher: calvin_gateway::config::LauncherConfig {
             command: config.launcher.command.clone(),
             timeout_secs: config.launcher.timeout_secs,
+            env: config.launcher.env.clone(),
         },
         code_channels: config.spawn.code_channels.clone(),
         runtime_dir,
@@ -283,9 +295,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 allowed_origins: config.serve.allowed_origins,
                 registration_token: token,
             };
-            server::serve_http(setup, listener, stop_signal()).await?;
+            let env_files = server::serve_http(setup, listener, stop_signal()).await?;
+            // No secret can be set once Socket Mode is closed: then the
+            // sessions' env files go.
             if let Some(socket_mode) = socket_mode {
                 socket_mode.shutdown().await;
+            }
+            for env_file in env_files {
+                calvin_gateway::session_env::end(&env_file);
             }
             Ok(())
         }

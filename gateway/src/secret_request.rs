@@ -117,6 +117,16 @@ impl SecretRequest {
                 .unwrap_or_default()),
         }
     }
+
+    /// The same checks on a request that arrived typed (the daemon's
+    /// `POST /secret-requests`).
+    pub fn check(&self) -> Result<(), String> {
+        let mut raw = JsonObject::new();
+        raw.insert("name".into(), self.name.clone().into());
+        raw.insert("reason".into(), self.reason.clone().into());
+        raw.insert("file".into(), self.file.into());
+        SecretRequest::parse(&raw).map(|_| ())
+    }
 }
 
 fn check_name(name: &str) -> Result<(), String> {
@@ -193,6 +203,7 @@ impl SecretRequests {
         session: &SessionContext,
         request: &SecretRequest,
     ) -> Result<Value, String> {
+        request.check()?;
         let store = self.store.as_ref().ok_or(NO_KEY)?;
         let Some(owner) = session.owner.clone() else {
             return Err(
@@ -214,17 +225,32 @@ impl SecretRequests {
                  of the session's shell commands; choose another name"
             ));
         }
-        if self
-            .lock()
-            .values()
-            .any(|p| p.session.secrets_key() == key && &p.name == name)
-        {
-            return Err(format!(
-                "a request for {name} is already waiting in the thread for {owner}'s answer"
-            ));
-        }
+        // The name is reserved before the button is posted, so two calls
+        // at once cannot both post one.
         let id: [u8; 16] = rand::random();
         let id: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        {
+            let mut pending = self.lock();
+            if pending
+                .values()
+                .any(|p| p.session.secrets_key() == key && &p.name == name)
+            {
+                return Err(format!(
+                    "a request for {name} is already waiting in the thread for {owner}'s answer"
+                ));
+            }
+            pending.insert(
+                id.clone(),
+                Pending {
+                    session: session.clone(),
+                    owner: owner.clone(),
+                    name: name.clone(),
+                    file: request.file,
+                    message_ts: String::new(),
+                    created: Instant::now(),
+                },
+            );
+        }
         let reason = escape(&request.reason);
         let text = format!(
             "<@{owner}>, this session asks for a secret: `{name}`\n>{reason}\nThe button opens a \
@@ -251,20 +277,21 @@ impl SecretRequests {
                     blocks: Some(&blocks),
                 },
             )
-            .await
-            .map_err(|e| format!("no secret was requested: {}", crate::tools::chat_reason(&e)))?;
+            .await;
+        let posted = match posted {
+            Ok(posted) => posted,
+            Err(e) => {
+                self.lock().remove(&id);
+                return Err(format!(
+                    "no secret was requested: {}",
+                    crate::tools::chat_reason(&e)
+                ));
+            }
+        };
         info!(channel = %session.channel, thread_ts = %session.thread_ts, %name, "secret requested");
-        self.lock().insert(
-            id,
-            Pending {
-                session: session.clone(),
-                owner,
-                name: name.clone(),
-                file: request.file,
-                message_ts: posted.ts.clone(),
-                created: Instant::now(),
-            },
-        );
+        if let Some(p) = self.lock().get_mut(&id) {
+            p.message_ts = posted.ts.clone();
+        }
         Ok(json!({
             "name": name,
             "file": request.file,
@@ -357,8 +384,12 @@ impl SecretRequests {
         let (name, file) = (p.name.clone(), p.file);
         let stored = tokio::task::spawn_blocking(move || {
             store.set_secret(&key, &name, &value, file)?;
-            let all = store.secrets(&key)?;
-            Ok::<_, SecretError>(session_env::write(&env_file, &all))
+            // The session's shells see it now if the session is live (its
+            // env file exists); else when it starts again.
+            let live = session_env::update(&env_file, || {
+                store.secrets(&key).map_err(std::io::Error::other)
+            });
+            Ok::<_, SecretError>(live.map(|_| ()))
         })
         .await;
         let (channel, thread) = (&p.session.channel, &p.session.thread_ts);
@@ -475,6 +506,11 @@ mod tests {
             let err = parse(json!({"name": reserved, "reason": "abc"})).unwrap_err();
             assert!(err.contains("is reserved"), "{reserved}: {err}");
         }
+        assert!(parse(json!({"name": "N".repeat(128), "reason": "abc"})).is_ok());
+        let err = parse(json!({"name": "N".repeat(129), "reason": "abc"})).unwrap_err();
+        assert!(err.contains("name is 129 characters; at most 128"), "{err}");
+        let err = parse(json!({"name": "K", "reason": "  ab  "})).unwrap_err();
+        assert!(err.contains("reason is 2 characters; at least 3"), "{err}");
         let err = parse(json!({})).unwrap_err();
         assert!(
             err.contains("name is required") && err.contains("reason is required"),

@@ -142,7 +142,7 @@ pub async fn serve_stdio(
         let _ = std::fs::remove_file(&socket);
     }
     if let Some(env_file) = env_file {
-        session_env::remove(&env_file);
+        session_env::end(&env_file);
     }
     Ok(())
 }
@@ -167,7 +167,7 @@ async fn session_started(gateway: &Gateway, context: &SessionContext) -> Option<
     let path = env_file.clone();
     let written = tokio::task::spawn_blocking(move || {
         let secrets = store.secrets(&key).map_err(|e| e.to_string())?;
-        session_env::write(&path, &secrets).map_err(|e| e.to_string())
+        session_env::start(&path, &secrets).map_err(|e| e.to_string())
     })
     .await;
     match written {
@@ -311,14 +311,16 @@ pub struct DaemonSetup {
     pub registration_token: String,
 }
 
-/// Serves the daemon on `listener` until `shutdown` completes, then ends
-/// every registered session (their env files are removed). Registering a
-/// session needs `Authorization: Bearer <registration_token>`.
+/// Serves the daemon on `listener` until `shutdown` completes; the env
+/// files of the sessions still registered then, for the caller to end
+/// ([`session_env::end`]) once nothing can set a secret any more.
+/// Registering a session needs `Authorization: Bearer
+/// <registration_token>`.
 pub async fn serve_http(
     setup: DaemonSetup,
     listener: TcpListener,
     shutdown: impl std::future::Future<Output = ()>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<PathBuf>> {
     let addr = listener.local_addr()?;
     anyhow::ensure!(
         addr.ip().is_loopback(),
@@ -349,13 +351,14 @@ pub async fn serve_http(
                 .await;
         });
     }
-    let ended: Vec<Arc<Registration>> = daemon.lock().drain().map(|(_, r)| r).collect();
-    for registration in ended {
-        if let Some(env_file) = &registration.env_file {
-            session_env::remove(env_file);
-        }
-    }
-    Ok(())
+    let mut env_files: Vec<PathBuf> = daemon
+        .lock()
+        .drain()
+        .filter_map(|(_, r)| r.env_file.clone())
+        .collect();
+    env_files.sort();
+    env_files.dedup();
+    Ok(env_files)
 }
 
 /// An NDJSON stream of a session's events, with an empty line every 15 s
@@ -414,10 +417,18 @@ impl Daemon {
                 };
                 match (method, rest) {
                     (Method::DELETE, []) => {
-                        if let Some(ended) = self.lock().remove(*id)
-                            && let Some(env_file) = &ended.env_file
-                        {
-                            session_env::remove(env_file);
+                        let ended = {
+                            let mut sessions = self.lock();
+                            sessions.remove(*id).and_then(|ended| {
+                                // A restarted runner's new registration of
+                                // the same thread keeps the file.
+                                let shared =
+                                    sessions.values().any(|r| r.env_file == ended.env_file);
+                                ended.env_file.clone().filter(|_| !shared)
+                            })
+                        };
+                        if let Some(env_file) = ended {
+                            session_env::end(&env_file);
                         }
                         json_response(StatusCode::OK, json!({ "ended": id }))
                     }

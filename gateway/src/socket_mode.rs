@@ -21,7 +21,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use slack_morphism::errors::SlackClientError;
+use slack_morphism::errors::{SlackClientError, SlackClientProtocolError};
 use slack_morphism::prelude::*;
 use tracing::{debug, info, warn};
 
@@ -252,18 +252,91 @@ async fn on_interaction<C: SlackClientHttpConnector + Send + Sync>(
 }
 
 /// Logs what went wrong, never a payload: a payload that failed to parse
-/// may be a submitted secret.
+/// may be a submitted secret, and slack-morphism hands it over inside the
+/// error (a bare `SlackClientProtocolError` whose text holds the body).
 fn on_error<C: SlackClientHttpConnector + Send + Sync>(
     err: Box<dyn std::error::Error + Send + Sync>,
     _client: Arc<SlackClient<C>>,
     _states: SlackClientEventsUserState,
 ) -> http::StatusCode {
-    match err.downcast_ref::<SlackClientError>() {
-        Some(SlackClientError::ProtocolError(_)) => {
-            warn!("a Socket Mode payload could not be read; it was acknowledged and dropped")
-        }
-        Some(other) => warn!(err = %other, "Socket Mode"),
-        None => warn!(%err, "Socket Mode"),
-    }
+    warn!("Socket Mode: {}", describe(err.as_ref()));
     http::StatusCode::OK
+}
+
+/// What an error from the listener is, without any payload it carries.
+fn describe(err: &(dyn std::error::Error + 'static)) -> String {
+    const UNREADABLE: &str = "a payload could not be read; it was acknowledged and dropped";
+    if err.downcast_ref::<SlackClientProtocolError>().is_some() {
+        return UNREADABLE.into();
+    }
+    match err.downcast_ref::<SlackClientError>() {
+        Some(SlackClientError::ProtocolError(_)) => UNREADABLE.into(),
+        // "Slack WSS error: <the WebSocket error>": no payload, but
+        // "Unexpected binary received" carries the frame.
+        Some(SlackClientError::SocketModeProtocolError(e)) if !e.message.contains("binary") => {
+            e.message.clone()
+        }
+        Some(SlackClientError::SocketModeProtocolError(_)) => {
+            "an unexpected binary frame (not shown)".into()
+        }
+        Some(SlackClientError::ApiError(e)) => format!("Slack answered {}", e.code),
+        Some(SlackClientError::HttpError(e)) => format!("HTTP status {}", e.status_code),
+        Some(SlackClientError::RateLimitError(_)) => "Slack is rate limiting".into(),
+        Some(SlackClientError::EndOfStream(_)) => "the connection ended".into(),
+        Some(_) | None => "an error (its details are not logged: they may hold a payload)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_ids_are_remembered_up_to_the_cap() {
+        let chat = crate::slack::backend("http://127.0.0.1:9/api/", "xoxb-unused".into())
+            .expect("a client");
+        let requests = Arc::new(crate::secret_request::SecretRequests::new(
+            chat,
+            None,
+            std::path::PathBuf::from("/nonexistent"),
+        ));
+        let routing = Routing {
+            hub: Arc::new(EventHub::new(requests)),
+            seen: Mutex::default(),
+        };
+        assert!(routing.first_time("Ev0"));
+        assert!(!routing.first_time("Ev0"), "a redelivery is seen");
+        for i in 1..REMEMBERED_EVENTS {
+            assert!(routing.first_time(&format!("Ev{i}")));
+        }
+        assert!(!routing.first_time("Ev0"), "still remembered at the cap");
+        assert!(routing.first_time("Ev-next"));
+        assert!(
+            routing.first_time("Ev0"),
+            "the oldest forgotten past the cap"
+        );
+    }
+
+    #[test]
+    fn a_payload_in_an_error_is_never_described() {
+        let body = r#"{"view":{"state":{"values":{"secret":{"value":{"value":"hunter2"}}}}}}"#;
+        let parse = serde_json::from_str::<u8>("x").expect_err("not a number");
+        let bare = SlackClientProtocolError::new(parse).with_json_body(body.to_owned());
+        assert!(
+            bare.to_string().contains("hunter2"),
+            "the library's own text holds it"
+        );
+        assert!(!describe(&bare).contains("hunter2"));
+        let parse = serde_json::from_str::<u8>("x").expect_err("not a number");
+        let wrapped = SlackClientError::ProtocolError(
+            SlackClientProtocolError::new(parse).with_json_body(body.to_owned()),
+        );
+        assert!(!describe(&wrapped).contains("hunter2"));
+        let binary = SlackClientError::SocketModeProtocolError(
+            slack_morphism::errors::SlackClientSocketModeProtocolError::new(
+                "Unexpected binary received from Slack: hunter2".into(),
+            ),
+        );
+        assert!(!describe(&binary).contains("hunter2"));
+    }
 }

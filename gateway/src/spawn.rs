@@ -72,11 +72,7 @@ fn parse(raw: &JsonObject) -> Result<SpawnArgs, String> {
         }
     };
     match (task, brief) {
-        (Some(task), Some(brief)) if a.found.is_empty() => Ok(SpawnArgs {
-            task: task.trim().to_owned(),
-            brief,
-            model,
-        }),
+        (Some(task), Some(brief)) if a.found.is_empty() => Ok(SpawnArgs { task, brief, model }),
         _ => Err(problems("no thread was started", &a.found)),
     }
 }
@@ -198,7 +194,13 @@ impl Gateway {
             .iter()
             .map(|arg| fill(arg, &values))
             .collect();
-        let launched = launch(&argv, &env, Duration::from_secs(self.launcher.timeout_secs)).await;
+        let launched = launch(
+            &argv,
+            &env,
+            &self.launcher.env,
+            Duration::from_secs(self.launcher.timeout_secs),
+        )
+        .await;
         let link = self.chat.permalink(&posted.channel, &posted.ts).await.ok();
         let started = match launched {
             Launched::Exited => "the launcher started it".to_owned(),
@@ -285,12 +287,20 @@ fn fill(arg: &str, values: &[(&str, String)]) -> String {
     out
 }
 
-/// Runs the launcher: no shell, no stdin, its stderr kept.
-async fn launch(argv: &[String], env: &[(String, String)], timeout: Duration) -> Launched {
+/// Runs the launcher: no shell, no stdin, the allowlisted environment
+/// ([`crate::child_env`]) plus `passed` and the `env` given, the tail of
+/// its stderr kept.
+async fn launch(
+    argv: &[String],
+    env: &[(String, String)],
+    passed: &[String],
+    timeout: Duration,
+) -> Launched {
     let Some((program, args)) = argv.split_first() else {
         return Launched::Failed("the launcher command is empty".into());
     };
     let mut command = tokio::process::Command::new(program);
+    crate::child_env::restrict(&mut command, passed);
     command
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
@@ -307,9 +317,22 @@ async fn launch(argv: &[String], env: &[(String, String)], timeout: Duration) ->
     // holding it open must not look like one still running.
     let reader = child.stderr.take().map(|mut stderr| {
         tokio::spawn(async move {
-            let mut text = Vec::new();
-            let _ = (&mut stderr).take(MAX_STDERR).read_to_end(&mut text).await;
-            text
+            // Read to the end (a launcher blocked on a full pipe, or
+            // killed by a closed one, would look like a failure), keeping
+            // the last MAX_STDERR bytes.
+            let mut tail = Vec::new();
+            let mut chunk = vec![0; 8192];
+            while let Ok(n) = stderr.read(&mut chunk).await {
+                if n == 0 {
+                    break;
+                }
+                tail.extend_from_slice(&chunk[..n]);
+                let max = usize::try_from(MAX_STDERR).unwrap_or(usize::MAX);
+                if tail.len() > max {
+                    tail.drain(..tail.len() - max);
+                }
+            }
+            tail
         })
     });
     let outcome = match tokio::time::timeout(timeout, child.wait()).await {
@@ -382,6 +405,16 @@ mod tests {
             err.contains("at least 3") && err.contains("model must be smart, fast or default"),
             "{err}"
         );
+        let err = p(json!({"task": "  ab  ", "brief": "b.md"})).err().unwrap();
+        assert!(err.contains("task is 2 characters; at least 3"), "{err}");
+        assert!(p(json!({"task": "abc", "brief": "b".repeat(4096)})).is_ok());
+        let err = p(json!({"task": "abc", "brief": "b".repeat(4097)}))
+            .err()
+            .unwrap();
+        assert!(
+            err.contains("brief is 4097 characters; at most 4096"),
+            "{err}"
+        );
         let err = p(json!({"task": "one\ntwo", "brief": "b.md"}))
             .err()
             .unwrap();
@@ -390,7 +423,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_launcher_runs_without_a_shell_and_its_failure_is_reported() {
-        let ok = launch(&["true".into()], &[], Duration::from_secs(5)).await;
+        let ok = launch(&["true".into()], &[], &[], Duration::from_secs(5)).await;
         assert!(matches!(ok, Launched::Exited));
         let argv: Vec<String> = [
             "sh",
@@ -400,19 +433,35 @@ mod tests {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        match launch(&argv, &[], Duration::from_secs(5)).await {
+        match launch(&argv, &[], &[], Duration::from_secs(5)).await {
             Launched::Failed(why) => {
                 assert_eq!(why, "the launcher exited with status 3: the last line")
             }
             _ => panic!("expected a failure"),
         }
+        // More than MAX_STDERR on stderr: read to the end, the last line kept.
+        let script = format!(
+            "head -c {} /dev/zero | tr '\\0' x >&2; echo >&2; echo 'the very last line' >&2; exit 5",
+            MAX_STDERR + 1
+        );
+        let loud: Vec<String> = ["sh", "-c", &script]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        match launch(&loud, &[], &[], Duration::from_secs(10)).await {
+            Launched::Failed(why) => {
+                assert_eq!(why, "the launcher exited with status 5: the very last line")
+            }
+            _ => panic!("expected a failure"),
+        }
         let slow: Vec<String> = ["sleep", "5"].iter().map(|s| s.to_string()).collect();
         assert!(matches!(
-            launch(&slow, &[], Duration::from_millis(200)).await,
+            launch(&slow, &[], &[], Duration::from_millis(200)).await,
             Launched::StillRunning
         ));
         let missing = launch(
             &["/nonexistent/launcher".into()],
+            &[],
             &[],
             Duration::from_secs(1),
         )

@@ -150,8 +150,13 @@ impl Gateway {
                 }
                 other => format!("cannot read the thread: {}", chat_reason(&other)),
             })?;
-        if messages.is_empty() {
-            return Err(format!("there is no message {ts} in {}", target.channel));
+        // The message named must be in the thread found (a link's
+        // thread_ts could name another thread).
+        if !messages.iter().any(|m| m.ts == target.ts.as_str()) {
+            return Err(format!(
+                "there is no message {} in the thread {ts} of {}",
+                target.ts, target.channel
+            ));
         }
         Ok(messages)
     }
@@ -218,12 +223,16 @@ impl Gateway {
         let slot = runner.counters.take("post_thread")?;
         let conversation = self.readable(context, target.channel.as_str()).await?;
         // A reply's ts names its thread: post under the parent.
-        let parent = match &target.thread_ts {
-            Some(parent) => parent.to_string(),
-            None => self.thread_of(&target).await?[0]
-                .thread_ts
-                .clone()
-                .unwrap_or_else(|| target.ts.to_string()),
+        // The thread's parent, as Slack says (a reply's ts, or a link's
+        // thread_ts, resolves to it): the first message of the thread.
+        let parent = match self.thread_of(&target).await?.first() {
+            Some(first) => first.ts.clone(),
+            None => {
+                return Err(format!(
+                    "there is no message {} in {}",
+                    target.ts, target.channel
+                ));
+            }
         };
         let home = self
             .chat

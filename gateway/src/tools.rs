@@ -218,7 +218,12 @@ impl Gateway {
         let slot = runner.counters.take("request_secret")?;
         let posted = match &self.secret_route {
             SecretRoute::Here(requests) => requests.post(&runner.context, &request).await,
-            SecretRoute::Daemon(daemon) => daemon.request_secret(&runner.context, &request).await,
+            SecretRoute::Daemon(daemon) => {
+                // The daemon writes the env file this process named.
+                let mut session = runner.context.clone();
+                session.env_file = Some(session.env_file(&self.runtime_dir));
+                daemon.request_secret(&session, &request).await
+            }
             SecretRoute::Nowhere(why) => Err(why.clone()),
         }?;
         slot.keep();
@@ -279,8 +284,23 @@ impl Gateway {
             context.session_dir.clone(),
             self.max_upload_bytes,
         );
+        // Env files hold secrets in clear, this session's and others'.
+        let mut secret_dirs = vec![self.runtime_dir.clone()];
+        secret_dirs.extend(
+            context
+                .env_file(&self.runtime_dir)
+                .parent()
+                .map(PathBuf::from),
+        );
         let opened = tokio::task::spawn_blocking(move || {
-            files::open_for_upload(&path, &session_dir, &std::env::temp_dir(), max, &secrets)
+            files::open_for_upload(
+                &path,
+                &session_dir,
+                &std::env::temp_dir(),
+                &secret_dirs,
+                max,
+                &secrets,
+            )
         })
         .await
         .map_err(|e| format!("reading the file failed: {e}"))?;

@@ -37,6 +37,8 @@ pub struct GatewaySetup {
     pub channel: String,
     pub thread_ts: String,
     pub owner: Option<String>,
+    /// The gateway's RUST_LOG.
+    pub rust_log: &'static str,
 }
 
 impl GatewaySetup {
@@ -58,6 +60,7 @@ impl GatewaySetup {
             channel: CHANNEL.into(),
             thread_ts: THREAD_TS.into(),
             owner: Some(OWNER.into()),
+            rust_log: "info",
         }
     }
 
@@ -98,6 +101,7 @@ impl GatewaySetup {
     pub fn env(&self) -> Value {
         let mut env = gateway_env();
         env["TMPDIR"] = json!(self.temp_dir());
+        env["RUST_LOG"] = json!(self.rust_log);
         if !self.store_key
             && let Some(env) = env.as_object_mut()
         {

@@ -1060,7 +1060,11 @@ fn on_error(
     _client: Arc<SlackClient<Connector>>,
     _states: SlackClientEventsUserState,
 ) -> HttpStatusCode {
-    if let Some(SlackClientError::ProtocolError(unparsed)) = err.downcast_ref() {
+    // The listener hands a frame it could not parse over as a bare
+    // `SlackClientProtocolError`, not inside a `SlackClientError`.
+    if let Some(unparsed) = err.downcast_ref::<slack_morphism::errors::SlackClientProtocolError>() {
+        UNPARSED.lock().expect("errors").push(unparsed.to_string());
+    } else if let Some(SlackClientError::ProtocolError(unparsed)) = err.downcast_ref() {
         UNPARSED.lock().expect("errors").push(unparsed.to_string());
     }
     HttpStatusCode::OK

@@ -108,7 +108,10 @@ fn bash(env_file: &std::path::Path, script: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn request_secret_goes_from_a_click_to_a_form_to_the_sessions_shell() {
-    let setup = setup().await;
+    let mut setup = setup().await;
+    // Every target logs everything it will: the value must still be in no
+    // line.
+    setup.rust_log = "trace";
     let (daemon, registered) = daemon(&setup).await;
     let mcp = registered["mcp_url"].as_str().expect("mcp_url").to_owned();
     let env_file = std::path::PathBuf::from(registered["env_file"].as_str().expect("env_file"));
@@ -196,11 +199,26 @@ async fn request_secret_goes_from_a_click_to_a_form_to_the_sessions_shell() {
         Some(format!("<@{OWNER}> set `STRIPE_KEY`.").as_str())
     );
 
-    // Every envelope acknowledged within 3 s.
+    // A submission slack-morphism cannot read, carrying a value: it is
+    // acknowledged and dropped, and its payload is logged nowhere.
+    let malformed = slack.send_envelope(
+        EnvelopeKind::Interactive,
+        true,
+        json!({"type": "view_submission", "view": {"state": {"values": {"secret": {"value":
+            {"type": "plain_text_input", "value": "sk_test_51H-unreadable"}}}}}}),
+    );
+    envelopes.push(malformed);
+
+    // Every envelope acknowledged within 3 s of its one delivery.
     for envelope in &envelopes {
         let ack = slack.wait_ack(envelope, WAIT).await.expect("acknowledged");
         eprintln!("ack delay {:?} for {envelope}", ack.delay);
         assert!(ack.delay < Duration::from_secs(3), "{ack:?}");
+        assert_eq!(
+            slack.deliveries(envelope).len(),
+            1,
+            "delivered again: {envelope}"
+        );
     }
 
     // Afterwards nothing the session sends may hold the value.
@@ -273,11 +291,22 @@ async fn request_secret_goes_from_a_click_to_a_form_to_the_sessions_shell() {
     let log = daemon.stop().await;
     assert!(
         log.contains("secret set"),
-        "the daemon logs that it was set:\n{log}"
+        "the daemon logs that it was set"
     );
+    assert!(log.contains(" TRACE "), "the daemon logged at trace");
     assert!(
-        !log.contains("sk_test_51H") && !log.contains("MIIB"),
-        "the value is in the log:\n{log}"
+        log.contains("Socket Mode: a payload could not be read"),
+        "the malformed submission was seen"
+    );
+    let leaked: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("sk_test_51H") || l.contains("MIIB"))
+        .collect();
+    assert!(
+        leaked.is_empty(),
+        "the value is in {} log lines, the first: {:.300}",
+        leaked.len(),
+        leaked[0]
     );
 }
 
@@ -297,7 +326,12 @@ async fn request_secret_checks_its_arguments_and_counts_10_per_runner() {
         ask("AT_LIMIT", "r".repeat(200)),
         ask("AT_LIMIT", "abc".into()),
     ];
-    for i in 2..=10 {
+    // Two requests for one name at once: one button.
+    steps.push(json!({"op": "parallel", "calls": [
+        {"tool": "request_secret", "args": {"name": "RACED", "reason": "abc"}},
+        {"tool": "request_secret", "args": {"name": "RACED", "reason": "abc"}},
+    ]}));
+    for i in 3..=10 {
         steps.push(ask(&format!("KEY_{i}"), "abc".into()));
     }
     steps.push(ask("KEY_11", "abc".into()));
@@ -311,8 +345,19 @@ async fn request_secret_checks_its_arguments_and_counts_10_per_runner() {
         &out[5],
         "a request for AT_LIMIT is already waiting in the thread",
     );
-    for (i, v) in out[6..15].iter().enumerate() {
-        assert_eq!(v["is_error"], false, "request {} refused: {v}", i + 2);
+    let raced = out[6]["results"].as_array().expect("results");
+    assert_eq!(
+        raced.iter().filter(|r| r["is_error"] == false).count(),
+        1,
+        "{raced:?}"
+    );
+    assert!(
+        raced
+            .iter()
+            .any(|r| text(r).contains("a request for RACED is already waiting"))
+    );
+    for (i, v) in out[7..15].iter().enumerate() {
+        assert_eq!(v["is_error"], false, "request {} refused: {v}", i + 3);
     }
     assert_refused(&out[15], "request_secret is limited to 10 calls per runner");
     let buttons = setup
@@ -390,14 +435,28 @@ async fn a_stdio_gateway_has_the_daemon_handle_the_form_or_names_what_is_missing
         json!("--env-file"),
         json!(env_file),
     ];
-    let out = drive(setup.stdio_with(Value::Array(std::mem::take(&mut args)), json!([ask]))).await;
+    let out = drive(setup.stdio_with(Value::Array(args.clone()), json!([ask]))).await;
     assert_ok(&out[0]);
-    // The stdio gateway has exited; the daemon still answers the click.
-    set_secret(&setup, "DB_PASSWORD", "hunter2-staging").await;
-    assert_eq!(
-        bash(&env_file, "printf '%s' \"$DB_PASSWORD\""),
-        "hunter2-staging"
+    // The stdio gateway (one CLI turn) has exited, and its env file with
+    // it; the daemon still answers the click and stores the value.
+    assert!(
+        !env_file.exists(),
+        "the env file goes when the session ends"
     );
+    set_secret(&setup, "DB_PASSWORD", "hunter2-staging").await;
+    assert!(
+        !env_file.exists(),
+        "an ended session's env file is not written again"
+    );
+    // The next turn's shell commands see it.
+    let shell = json!({
+        "op": "shell",
+        "cmd": ["bash", "-c", "printf '%s' \"$DB_PASSWORD\""],
+        "env": {"BASH_ENV": env_file, "PATH": std::env::var("PATH").unwrap_or_default()},
+    });
+    let out =
+        drive(setup.stdio_with(Value::Array(std::mem::take(&mut args)), json!([shell]))).await;
+    assert_eq!(out[0]["stdout"], "hunter2-staging", "{}", out[0]);
 
     // A wrong token is refused with what to set.
     setup.extra = format!(
@@ -526,6 +585,7 @@ async fn events_reach_their_session_across_dropped_and_refreshed_sockets() {
     for e in &envelopes {
         let ack = slack.wait_ack(e, WAIT).await.expect("acknowledged");
         assert!(ack.delay < Duration::from_secs(3), "{ack:?}");
+        assert_eq!(slack.deliveries(e).len(), 1, "delivered again: {e}");
         delays.push(ack.delay);
     }
     delays.sort();
@@ -578,4 +638,32 @@ async fn a_form_slack_will_not_open_is_reported_to_the_owner_and_a_new_click_wor
         bash(&setup.env_file(), "printf '%s' \"$API_TOKEN\""),
         "tok-123"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thread_registered_twice_keeps_its_env_file_until_both_end() {
+    let setup = setup().await;
+    setup.seed_secret("KEPT", "v1");
+    let (daemon, first) = daemon(&setup).await;
+    // The runner restarted: a second registration of the same thread.
+    let second = daemon.register(GatewayDaemon::context_of(&setup)).await;
+    let env_file = setup.env_file();
+    assert_eq!(bash(&env_file, "printf '%s' \"$KEPT\""), "v1");
+    let end = |id: &Value| {
+        let url = format!("{}/sessions/{}", daemon.base, id.as_str().expect("id"));
+        async move {
+            let out =
+                calvin_tests::curl(std::path::Path::new("/dev/null"), &["-X", "DELETE", &url])
+                    .await;
+            assert_eq!(out.status, 200);
+        }
+    };
+    end(&first["session"]).await;
+    assert_eq!(
+        bash(&env_file, "printf '%s' \"$KEPT\""),
+        "v1",
+        "the second still uses it"
+    );
+    end(&second["session"]).await;
+    assert!(!env_file.exists(), "gone when the last one ends");
 }

@@ -104,7 +104,7 @@ async fn spawn_setup(launcher_body: Option<&str>) -> Spawn {
     let record = root.join("launched");
     let body = launcher_body.map(str::to_owned).unwrap_or_else(|| {
         format!(
-            "printf '%s\\0' \"$@\" >> {r}\nprintf 'ENV %s %s %s\\0' \"$CALVIN_THREAD_TS\" \"$CALVIN_PARENT_THREAD_TS\" \"$CALVIN_ENV_FILE\" >> {r}",
+            "printf '%s\\0' \"$@\" >> {r}\nprintf 'ENV %s %s %s %s\\0' \"$CALVIN_THREAD_TS\" \"$CALVIN_PARENT_THREAD_TS\" \"$CALVIN_ENV_FILE\" \"${{SP_STORE_KEY-unset}}\" >> {r}",
             r = record.display()
         )
     });
@@ -195,7 +195,13 @@ async fn spawn_thread_posts_the_task_and_starts_the_launcher_with_one_argument_e
         .join(format!("{}-{}/env.sh", setup.channel, m.ts));
     assert_eq!(
         env_line,
-        &format!("ENV {} {} {}", m.ts, setup.thread_ts, default_env.display())
+        &format!(
+            "ENV {} {} {} unset",
+            m.ts,
+            setup.thread_ts,
+            default_env.display()
+        ),
+        "the launcher never sees SP_STORE_KEY"
     );
     assert!(
         !setup.session_dir().join("pwned").exists(),

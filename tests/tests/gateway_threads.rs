@@ -207,6 +207,7 @@ async fn read_thread_is_limited_to_40_calls_per_runner() {
 async fn permalinks_are_parsed_strictly() {
     let setup = world(false).await;
     let (parent, replies) = thread(&setup, "C0PUBLIC", &["a reply".into()]);
+    let (other, _) = thread(&setup, "C0PUBLIC", &["elsewhere".into()]);
     let p = parent.replace('.', "");
     let read = |url: String| call("read_thread", json!({"url": url}));
     let out = drive(setup.stdio(json!([
@@ -218,6 +219,11 @@ async fn permalinks_are_parsed_strictly() {
         // A reply's link, with the query Slack adds.
         read(format!(
             "https://{HOST}/archives/C0PUBLIC/p{}?thread_ts={parent}&cid=C0PUBLIC",
+            replies[0].replace('.', "")
+        )),
+        // A link whose thread_ts names another thread than its message's.
+        read(format!(
+            "https://{HOST}/archives/C0PUBLIC/p{}?thread_ts={other}",
             replies[0].replace('.', "")
         )),
         call(
@@ -238,8 +244,9 @@ async fn permalinks_are_parsed_strictly() {
     assert_ok(&out[5]);
     assert_eq!(out[5]["structured"]["thread_ts"], parent.as_str());
     assert_eq!(out[5]["structured"]["replies"][0]["text"], "a reply");
-    assert_refused(&out[6], "give url, or channel with ts, not both");
-    assert_refused(&out[7], "the thread is required");
+    assert_refused(&out[6], "is not in the thread");
+    assert_refused(&out[7], "give url, or channel with ts, not both");
+    assert_refused(&out[8], "the thread is required");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
