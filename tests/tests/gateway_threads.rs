@@ -244,7 +244,13 @@ async fn permalinks_are_parsed_strictly() {
     assert_ok(&out[5]);
     assert_eq!(out[5]["structured"]["thread_ts"], parent.as_str());
     assert_eq!(out[5]["structured"]["replies"][0]["text"], "a reply");
-    assert_refused(&out[6], "is not in the thread");
+    assert_refused(
+        &out[6],
+        &format!(
+            "there is no message {} in the thread {other} of C0PUBLIC",
+            replies[0]
+        ),
+    );
     assert_refused(&out[7], "give url, or channel with ts, not both");
     assert_refused(&out[8], "the thread is required");
 }
