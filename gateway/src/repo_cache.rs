@@ -111,14 +111,7 @@ impl Workspace {
             });
         }
         let name = repo.name.as_str();
-        let io = |path: &Path| {
-            let path = path.to_owned();
-            move |source| CheckoutError::Io {
-                name: name.to_owned(),
-                path,
-                source,
-            }
-        };
+        let io = |path: &Path| io_error(name, path);
         let session_dir = std::path::absolute(session_dir).map_err(io(session_dir))?;
         let path = session_dir.join(name);
         let cache = self.cache_dir().join(format!("{name}.git"));
@@ -232,17 +225,16 @@ async fn lock(path: &Path) -> io::Result<File> {
 /// included, without the copies of the remote's branches a bare clone
 /// makes as local branches, which would go stale in the cache and shadow
 /// `origin/*` in the worktrees (`git switch main`).
+/// An I/O failure on `path` while checking out `name`.
+fn io_error(name: &str, path: &Path) -> impl FnOnce(std::io::Error) -> CheckoutError {
+    let (name, path) = (name.to_owned(), path.to_owned());
+    move |source| CheckoutError::Io { name, path, source }
+}
+
 async fn clone(repo: &RepoDef, cache_dir: &Path, cache: &Path) -> Result<(), CheckoutError> {
     let name = repo.name.as_str();
     let partial = cache_dir.join(format!(".{name}.git.partial"));
-    let io = |path: &Path| {
-        let path = path.to_owned();
-        move |source| CheckoutError::Io {
-            name: name.to_owned(),
-            path,
-            source,
-        }
-    };
+    let io = |path: &Path| io_error(name, path);
     remove_dir_if_present(&partial)
         .await
         .map_err(io(&partial))?;
