@@ -226,7 +226,7 @@ async fn lock(path: &Path) -> io::Result<File> {
 /// makes as local branches, which would go stale in the cache and shadow
 /// `origin/*` in the worktrees (`git switch main`).
 /// An I/O failure on `path` while checking out `name`.
-fn io_error(name: &str, path: &Path) -> impl FnOnce(std::io::Error) -> CheckoutError {
+fn io_error(name: &str, path: &Path) -> impl FnOnce(std::io::Error) -> CheckoutError + use<> {
     let (name, path) = (name.to_owned(), path.to_owned());
     move |source| CheckoutError::Io { name, path, source }
 }
