@@ -1812,7 +1812,8 @@ fn finish(problems: Vec<Problem>, secrets: &[String]) -> Vec<Problem> {
 // Rendering
 
 /// Escapes text for a mrkdwn context (Slack's three control characters).
-fn escape_mrkdwn(text: &str) -> String {
+/// Text as Slack mrkdwn shows it literally (`&`, `<`, `>` escaped).
+pub(crate) fn escape_mrkdwn(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

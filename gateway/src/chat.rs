@@ -99,7 +99,6 @@ impl Conversation {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ThreadMessage {
     pub ts: String,
-    pub thread_ts: Option<String>,
     /// The author, for a person's message.
     pub user: Option<String>,
     /// The bot that posted it, for an app's message.
@@ -129,13 +128,20 @@ pub trait ChatBackend: Send + Sync + 'static {
     async fn upload_file(&self, thread: &ThreadRef, upload: Upload) -> Result<Uploaded, ChatError>;
 
     /// Posts a message with Block Kit `blocks` (a JSON array) and `text` as
-    /// the notification fallback into the thread (chat.postMessage).
+    /// the notification fallback into the thread: [`ChatBackend::post`].
     async fn post_blocks(
         &self,
         thread: &ThreadRef,
         text: &str,
         blocks: &Value,
-    ) -> Result<Posted, ChatError>;
+    ) -> Result<Posted, ChatError> {
+        let message = Text {
+            text,
+            blocks: Some(blocks),
+        };
+        self.post(&thread.channel, Some(&thread.thread_ts), message)
+            .await
+    }
 
     /// The workspace and the bot (auth.test).
     async fn workspace(&self) -> Result<Workspace, ChatError>;

@@ -16,7 +16,9 @@ impl Gateway {
         let mut found = unknown_args(raw, &["repos"]);
         let names: Vec<String> = match raw.get("repos") {
             None | Some(Value::Null) => {
-                found.push("repos is required: 1 to 10 repository names".into());
+                found.push(format!(
+                    "repos is required: 1 to {MAX_REPOS} repository names"
+                ));
                 vec![]
             }
             Some(Value::Array(items)) => {
@@ -53,22 +55,13 @@ impl Gateway {
         let Some(workspace) = &self.workspace else {
             let found: Vec<String> = names
                 .iter()
-                .map(|n| format!("no repository {n} in this workspace; the list is in AGENTS.md"))
+                .map(|n| crate::workspace::ResolveError::Unknown(n.clone()).to_string())
                 .collect();
             return Err(problems(
                 "nothing was checked out (this gateway has no workspace definition)",
                 &found,
             ));
         };
-        // Keep AGENTS.md's list true before answering from it.
-        let (list, dir) = (workspace.clone(), context.session_dir.clone());
-        match tokio::task::spawn_blocking(move || list.write_agents_md(&dir)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => {
-                tracing::warn!(%err, "could not write the workspace list into AGENTS.md")
-            }
-            Err(err) => tracing::warn!(%err, "could not write the workspace list into AGENTS.md"),
-        }
         let mut repos = Vec::new();
         for name in &names {
             match workspace.resolve(name) {
@@ -77,6 +70,10 @@ impl Gateway {
             }
         }
         if !found.is_empty() {
+            // The refusal points at AGENTS.md's list: make sure it is there
+            // (it was written when the session started; it may have been
+            // edited away since).
+            self.keep_workspace_list(&context.session_dir).await;
             return Err(problems("nothing was checked out", &found));
         }
         let branch = context.branch();

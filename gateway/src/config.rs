@@ -145,7 +145,7 @@ pub struct SpawnConfig {
 }
 
 /// How spawn_thread starts a session: an argv template.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LauncherConfig {
     pub command: Vec<String>,
@@ -341,9 +341,9 @@ impl GatewayConfig {
             .token_file
             .clone()
             .unwrap_or_else(|| self.token_path());
-        match std::fs::read_to_string(&path) {
-            Ok(token) if !token.trim().is_empty() => Ok(Some((url, token.trim().to_owned()))),
-            Ok(_) => Err(ConfigError::DaemonToken {
+        match read_token(&path) {
+            Ok(Some(token)) => Ok(Some((url, token))),
+            Ok(None) => Err(ConfigError::DaemonToken {
                 url,
                 reason: format!("{} is empty", path.display()),
             }),
@@ -391,17 +391,16 @@ impl GatewayConfig {
             path: path.clone(),
             source,
         };
-        match std::fs::read_to_string(&path) {
-            Ok(text) if !text.trim().is_empty() => return Ok((path.clone(), text.trim().into())),
-            Ok(_) => {}
+        match read_token(&path) {
+            Ok(Some(token)) => return Ok((path.clone(), token)),
+            Ok(None) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(io(e)),
         }
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io)?;
         }
-        let bytes: [u8; 32] = rand::RngExt::random(&mut rand::rng());
-        let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let token = crate::random_id::random_hex::<32>();
         let _ = std::fs::remove_file(&path);
         let mut file = std::fs::OpenOptions::new()
             .write(true)
@@ -425,6 +424,14 @@ impl GatewayConfig {
     }
 }
 
+/// The token in `path` (surrounding whitespace dropped); `None` when the
+/// file is empty.
+fn read_token(path: &Path) -> std::io::Result<Option<String>> {
+    let text = std::fs::read_to_string(path)?;
+    let token = text.trim();
+    Ok((!token.is_empty()).then(|| token.to_owned()))
+}
+
 /// A launcher template: a program and its arguments, each placeholder one
 /// of [`LAUNCHER_PLACEHOLDERS`].
 fn check_launcher(command: &[String]) -> Result<(), String> {
@@ -432,14 +439,10 @@ fn check_launcher(command: &[String]) -> Result<(), String> {
         return Err("the program (the first element) is empty".into());
     }
     for arg in command {
-        let mut rest = arg.as_str();
-        while let Some(open) = rest.find('{') {
-            let after = &rest[open + 1..];
-            let Some(close) = after.find('}') else {
-                return Err(format!("{arg:?} has a '{{' without its '}}'"));
-            };
-            let name = &after[..close];
-            if !LAUNCHER_PLACEHOLDERS.contains(&name) {
+        for piece in pieces(arg)? {
+            if let Piece::Placeholder(name) = piece
+                && !LAUNCHER_PLACEHOLDERS.contains(&name)
+            {
                 return Err(format!(
                     "{arg:?}: unknown placeholder {{{name}}} (known: {})",
                     LAUNCHER_PLACEHOLDERS
@@ -449,10 +452,35 @@ fn check_launcher(command: &[String]) -> Result<(), String> {
                         .join(", ")
                 ));
             }
-            rest = &after[close + 1..];
         }
     }
     Ok(())
+}
+
+/// A piece of a launcher argument.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Piece<'a> {
+    Text(&'a str),
+    /// `{name}`: the name.
+    Placeholder(&'a str),
+}
+
+/// A launcher argument cut into text and `{placeholders}`; a `{` without
+/// its `}` is refused.
+pub fn pieces(arg: &str) -> Result<Vec<Piece<'_>>, String> {
+    let mut out = Vec::new();
+    let mut rest = arg;
+    while let Some(open) = rest.find('{') {
+        let after = &rest[open + 1..];
+        let close = after
+            .find('}')
+            .ok_or_else(|| format!("{arg:?} has a '{{' without its '}}'"))?;
+        out.push(Piece::Text(&rest[..open]));
+        out.push(Piece::Placeholder(&after[..close]));
+        rest = &after[close + 1..];
+    }
+    out.push(Piece::Text(rest));
+    Ok(out)
 }
 
 /// `[daemon] url`: plain http to a loopback address, without a trailing
@@ -461,12 +489,7 @@ fn daemon_url(url: &str) -> Result<String, ConfigError> {
     let bad = || ConfigError::DaemonUrl(url.to_owned());
     let uri: http::Uri = url.parse().map_err(|_| bad())?;
     let host = uri.host().ok_or_else(bad)?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let loopback = host == "localhost"
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    if uri.scheme_str() != Some("http") || !loopback {
+    if uri.scheme_str() != Some("http") || !crate::slack::is_loopback(host) {
         return Err(bad());
     }
     Ok(url.trim_end_matches('/').to_owned())

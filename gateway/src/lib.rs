@@ -31,6 +31,8 @@ pub mod files;
 pub mod git;
 pub mod markdown_anchor;
 pub mod permalink;
+pub mod process;
+pub mod random_id;
 pub mod repo_cache;
 pub mod secret_request;
 pub mod secrets;

@@ -5,20 +5,13 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context;
 use calvin_gateway::config::GatewayConfig;
-use calvin_gateway::daemon_client::DaemonClient;
-use calvin_gateway::events::EventHub;
-use calvin_gateway::secret_request::SecretRequests;
-use calvin_gateway::secrets::SecretStore;
+use calvin_gateway::process::{Assembled, Events, Process, assemble};
 use calvin_gateway::server::{self, DaemonSetup};
-use calvin_gateway::session::{Model, PermissionMode, SessionContext};
-use calvin_gateway::slack;
-use calvin_gateway::socket_mode::{SocketMode, SocketModeConfig};
-use calvin_gateway::tools::{Gateway, SecretRoute};
-use calvin_gateway::workspace::Workspace;
+use calvin_gateway::session::{Model, PermissionMode, SessionContext, check_ids, default_env_file};
+use calvin_gateway::socket_mode::SocketMode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -139,76 +132,6 @@ async fn main() -> ExitCode {
     }
 }
 
-/// Which process this is: where request_secret's clicks are handled.
-enum Process {
-    Stdio,
-    Daemon,
-}
-
-fn gateway(
-    config: &GatewayConfig,
-    process: Process,
-) -> anyhow::Result<(Arc<Gateway>, Option<Arc<EventHub>>)> {
-    let chat =
-        slack::backend(&config.slack.api_url, config.bot_token()?).context("the Slack client")?;
-    let secrets = match &config.secrets.store_dir {
-        Some(dir) => SecretStore::from_env(dir).context("the secret store")?,
-        None => None,
-    };
-    let workspace = Workspace::from_config(&config.workspace, &config.dir)
-        .map_err(|e| anyhow::anyhow!("[workspace]: {e}"))?
-        .map(Arc::new);
-    let runtime_dir = config.runtime_dir();
-    let mut hub = None;
-    let secret_route = match process {
-        Process::Daemon => match config.app_token() {
-            Some(_) => {
-                let requests = Arc::new(SecretRequests::new(
-                    chat.clone(),
-                    secrets.clone(),
-                    runtime_dir.clone(),
-                ));
-                hub = Some(Arc::new(EventHub::new(requests.clone())));
-                SecretRoute::Here(requests)
-            }
-            None => SecretRoute::Nowhere(
-                "no secret was requested: this calvin-gateway serve daemon does not receive \
-                 Slack's events (the button click and the form); set [slack] app_token or \
-                 SLACK_APP_TOKEN so it connects with Socket Mode"
-                    .into(),
-            ),
-        },
-        Process::Stdio => match config.daemon()? {
-            Some((url, token)) => SecretRoute::Daemon(Box::new(DaemonClient::new(url, token))),
-            None => SecretRoute::Nowhere(
-                "no secret was requested: request_secret needs Slack's events (the button click \
-                 and the form), which only the calvin-gateway serve daemon receives; set [daemon] \
-                 url in gateway.toml to its address (its token comes from [daemon] token_file or \
-                 CALVIN_DAEMON_TOKEN)"
-                    .into(),
-            ),
-        },
-    };
-    let gateway = Gateway {
-        mode: config.mode,
-        agent_socket: config.agent_socket.clone(),
-        chat,
-        uploads_enabled: config.uploads.enabled,
-        max_upload_bytes: config.uploads.max_bytes,
-        secrets,
-        workspace,
-        launcher: calvin_gateway::config::LauncherConfig {
-            command: config.launcher.command.clone(),
-            timeout_secs: config.launcher.timeout_secs,
-            env: config.launcher.env.clone(),
-        },
-        code_channels: config.spawn.code_channels.clone(),
-        runtime_dir,
-        secret_route,
-    };
-    Ok((Arc::new(gateway), hub))
-}
-
 /// Ctrl-C or SIGTERM.
 async fn stop_signal() {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -240,7 +163,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let config = GatewayConfig::load(&config)?;
             let session_dir = std::path::absolute(&session_dir)
                 .with_context(|| format!("session directory {}", session_dir.display()))?;
-            let context = SessionContext {
+            let mut context = SessionContext {
                 channel: session.channel,
                 thread_ts: session.thread_ts,
                 session_dir,
@@ -251,7 +174,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 env_file,
             };
             context.check().map_err(anyhow::Error::msg)?;
-            let (gateway, _) = gateway(&config, Process::Stdio)?;
+            context.resolve_env_file(&config.runtime_dir());
+            let gateway = assemble(&config, Process::Stdio)?.gateway;
             server::serve_stdio(gateway, context, send_file_socket).await
         }
         Command::Serve { config, listen } => {
@@ -262,29 +186,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "--listen {addr}: the gateway daemon listens on loopback only"
             );
             let (token_file, token) = config.registration_token()?;
-            let (gateway, hub) = gateway(&config, Process::Daemon)?;
+            let Assembled { gateway, events } = assemble(&config, Process::Daemon)?;
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr} (change [serve] listen)"))?;
-            let socket_mode = match (&hub, config.app_token()) {
-                (Some(hub), Some(app_token)) => Some(
-                    SocketMode::start(
-                        SocketModeConfig {
-                            api_url: config.slack.api_url.clone(),
-                            app_token,
-                            connections: config.slack.socket_connections,
-                            reconnect_secs: config.slack.reconnect_secs,
-                        },
-                        hub.clone(),
-                    )
-                    .await
-                    .context("Socket Mode")?,
-                ),
-                _ => {
+            let (hub, socket_mode) = match events {
+                Some(Events { hub, socket_mode }) => {
+                    let started = SocketMode::start(socket_mode, hub.clone())
+                        .await
+                        .context("Socket Mode")?;
+                    (Some(hub), Some(started))
+                }
+                None => {
                     tracing::info!(
                         "no Slack app token: Slack's events are not received (request_secret refuses)"
                     );
-                    None
+                    (None, None)
                 }
             };
             println!("listening http://{}", listener.local_addr()?);
@@ -308,18 +225,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::EnvFile { config, session } => {
             let config = GatewayConfig::load(&config)?;
-            let context = SessionContext {
-                channel: session.channel,
-                thread_ts: session.thread_ts,
-                session_dir: PathBuf::from("/"),
-                owner: None,
-                permission_mode: PermissionMode::Ask,
-                model: Model::Default,
-                branch: None,
-                env_file: None,
-            };
-            context.check().map_err(anyhow::Error::msg)?;
-            println!("{}", context.env_file(&config.runtime_dir()).display());
+            check_ids(&session.channel, &session.thread_ts).map_err(anyhow::Error::msg)?;
+            let env_file =
+                default_env_file(&config.runtime_dir(), &session.channel, &session.thread_ts);
+            println!("{}", env_file.display());
             Ok(())
         }
     }

@@ -32,6 +32,7 @@ use serde_json::{Value, json};
 use tracing::{info, warn};
 
 use crate::args::Args;
+use crate::card::escape_mrkdwn;
 use crate::chat::{ChatBackend, Text};
 use crate::events::{ButtonClick, FormAnswer, FormSubmit};
 use crate::secrets::{SecretError, SecretStore, is_env_name};
@@ -76,6 +77,11 @@ const RESERVED: [&str; 22] = [
 ];
 const RESERVED_PREFIXES: [&str; 4] = ["LD_", "DYLD_", "BASH_FUNC_", "CALVIN_"];
 
+/// The longest variable name taken.
+pub const NAME_MAX: usize = 128;
+/// `reason`'s length, in characters (the spec's).
+pub const REASON_CHARS: std::ops::RangeInclusive<usize> = 3..=200;
+
 /// request_secret's arguments.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -92,13 +98,13 @@ impl SecretRequest {
         let name = a.text(
             "name",
             Some("the environment variable to set, for example STRIPE_API_KEY"),
-            1..=128,
+            1..=NAME_MAX,
             true,
         );
         let reason = a.text(
             "reason",
             Some("one line, 3 to 200 characters, shown to the person"),
-            3..=200,
+            REASON_CHARS,
             true,
         );
         let file = a.boolean("file").unwrap_or(false);
@@ -118,8 +124,9 @@ impl SecretRequest {
         }
     }
 
-    /// The same checks on a request that arrived typed (the daemon's
-    /// `POST /secret-requests`).
+    /// The tool's checks on a request that arrived typed (the daemon's
+    /// `POST /secret-requests`); [`SecretRequests::post`] takes checked
+    /// requests.
     pub fn check(&self) -> Result<(), String> {
         let mut raw = JsonObject::new();
         raw.insert("name".into(), self.name.clone().into());
@@ -203,16 +210,9 @@ impl SecretRequests {
         session: &SessionContext,
         request: &SecretRequest,
     ) -> Result<Value, String> {
-        request.check()?;
         let store = self.store.as_ref().ok_or(NO_KEY)?;
-        let Some(owner) = session.owner.clone() else {
-            return Err(
-                "no secret was requested: only the session's owner may set a secret, and \
-                 this session has none (start the gateway with --owner, or register the session \
-                 with an owner)"
-                    .into(),
-            );
-        };
+        let owner = session
+            .owner_for("no secret was requested: only the session's owner may set a secret")?;
         let name = &request.name;
         let key = session.secrets_key();
         let (store2, key2) = (store.clone(), key.clone());
@@ -227,8 +227,7 @@ impl SecretRequests {
         }
         // The name is reserved before the button is posted, so two calls
         // at once cannot both post one.
-        let id: [u8; 16] = rand::random();
-        let id: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let id = crate::random_id::random_hex::<16>();
         {
             let mut pending = self.lock();
             if pending
@@ -251,7 +250,7 @@ impl SecretRequests {
                 },
             );
         }
-        let reason = escape(&request.reason);
+        let reason = escape_mrkdwn(&request.reason);
         let text = format!(
             "<@{owner}>, this session asks for a secret: `{name}`\n>{reason}\nThe button opens a \
              private form; the value is stored encrypted and given to the session's shell \
@@ -466,13 +465,6 @@ fn modal(id: &str, name: &str, file: bool) -> Value {
     })
 }
 
-/// Text as Slack mrkdwn shows it literally (`&`, `<`, `>` escaped).
-pub fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -521,7 +513,7 @@ mod tests {
     #[test]
     fn the_reason_is_shown_literally() {
         assert_eq!(
-            escape("<!channel> & <@U1>"),
+            escape_mrkdwn("<!channel> & <@U1>"),
             "&lt;!channel&gt; &amp; &lt;@U1&gt;"
         );
     }

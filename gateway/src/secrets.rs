@@ -213,8 +213,7 @@ impl SecretStore {
 
     /// A new random key, as 64 hex digits, suitable for `SP_STORE_KEY`.
     pub fn generate_key() -> String {
-        let key: [u8; 32] = rand::random();
-        key.iter().map(|b| format!("{b:02x}")).collect()
+        crate::random_id::random_hex::<32>()
     }
 
     /// The store's directory.

@@ -37,7 +37,6 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rand::RngExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, InitializeResult, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig,
@@ -151,16 +150,7 @@ pub async fn serve_stdio(
 /// names a file from the first command on) and the workspace's list goes
 /// into its AGENTS.md. The env file's path when it was written.
 async fn session_started(gateway: &Gateway, context: &SessionContext) -> Option<PathBuf> {
-    if let Some(workspace) = gateway.workspace.clone() {
-        let dir = context.session_dir.clone();
-        match tokio::task::spawn_blocking(move || workspace.write_agents_md(&dir)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => {
-                warn!(%err, "could not write the workspace's repositories into AGENTS.md")
-            }
-            Err(err) => warn!(%err, "could not write the workspace's repositories into AGENTS.md"),
-        }
-    }
+    gateway.keep_workspace_list(&context.session_dir).await;
     let store = gateway.secrets.clone()?;
     let env_file = context.env_file(&gateway.runtime_dir);
     let key = context.secrets_key();
@@ -466,16 +456,16 @@ impl Daemon {
                 json!({ "error": "registering a session needs Authorization: Bearer <the daemon's registration token>" }),
             );
         }
-        let context: SessionContext = match read_json(req).await {
+        let mut context: SessionContext = match read_json(req).await {
             Ok(c) => c,
             Err(e) => return json_response(StatusCode::BAD_REQUEST, json!({ "error": e })),
         };
         if let Err(why) = context.check() {
             return json_response(StatusCode::BAD_REQUEST, json!({ "error": why }));
         }
+        context.resolve_env_file(&self.gateway.runtime_dir);
         let env_file = session_started(&self.gateway, &context).await;
-        let bytes: [u8; 16] = rand::rng().random();
-        let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let id = crate::random_id::random_hex::<16>();
         info!(
             session = %id,
             channel = %context.channel,
@@ -540,13 +530,15 @@ impl Daemon {
                 json!({ "error": "this needs Authorization: Bearer <the daemon's registration token>" }),
             );
         }
-        let posted: PostRequest = match read_json(req).await {
+        let mut posted: PostRequest = match read_json(req).await {
             Ok(p) => p,
             Err(e) => return json_response(StatusCode::BAD_REQUEST, json!({ "error": e })),
         };
-        if let Err(why) = posted.session.check() {
-            return json_response(StatusCode::BAD_REQUEST, json!({ "error": why }));
+        // The same checks as the tool's, at this boundary.
+        if let Err(why) = posted.session.check().and_then(|()| posted.request.check()) {
+            return json_response(StatusCode::UNPROCESSABLE_ENTITY, json!({ "error": why }));
         }
+        posted.session.resolve_env_file(&self.gateway.runtime_dir);
         match &self.gateway.secret_route {
             SecretRoute::Here(requests) => {
                 match requests.post(&posted.session, &posted.request).await {

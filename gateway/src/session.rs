@@ -76,33 +76,13 @@ impl Model {
             Model::Default => "default",
         }
     }
-
-    pub fn parse(s: &str) -> Option<Model> {
-        match s {
-            "smart" => Some(Model::Smart),
-            "fast" => Some(Model::Fast),
-            "default" => Some(Model::Default),
-            _ => None,
-        }
-    }
 }
 
 impl SessionContext {
     /// The channel and thread are Slack ids (they name files and
     /// branches), the directory absolute.
     pub fn check(&self) -> Result<(), String> {
-        let channel_ok = self.channel.len() >= 3
-            && self
-                .channel
-                .bytes()
-                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
-        if !channel_ok {
-            return Err(format!(
-                "channel {:?} is not a Slack conversation id (C…, G… or D…)",
-                self.channel
-            ));
-        }
-        crate::permalink::Ts::parse(&self.thread_ts).map_err(|e| format!("thread_ts: {e}"))?;
+        check_ids(&self.channel, &self.thread_ts)?;
         if !self.session_dir.is_absolute() {
             return Err("session_dir must be an absolute path".into());
         }
@@ -124,6 +104,17 @@ impl SessionContext {
         Ok(())
     }
 
+    /// The session's owner, or a refusal: `why` (what needs the owner),
+    /// and how to give one.
+    pub fn owner_for(&self, why: &str) -> Result<String, String> {
+        self.owner.clone().ok_or_else(|| {
+            format!(
+                "{why}, and this session has none (start the gateway with --owner, or register \
+                 the session with an owner)"
+            )
+        })
+    }
+
     /// The branch of this session's worktrees.
     pub fn branch(&self) -> String {
         self.branch
@@ -131,14 +122,19 @@ impl SessionContext {
             .unwrap_or_else(|| format!("calvin/{}", self.thread_ts))
     }
 
-    /// The env file of this session: the one it named, else one in
-    /// `runtime_dir`.
+    /// The env file of this session: the one it named, else the default
+    /// in `runtime_dir`.
     pub fn env_file(&self, runtime_dir: &std::path::Path) -> PathBuf {
-        self.env_file.clone().unwrap_or_else(|| {
-            runtime_dir
-                .join(format!("{}-{}", self.channel, self.thread_ts))
-                .join("env.sh")
-        })
+        self.env_file
+            .clone()
+            .unwrap_or_else(|| default_env_file(runtime_dir, &self.channel, &self.thread_ts))
+    }
+
+    /// Names the env file when the session did not, so that every process
+    /// handling the session (a stdio gateway and the daemon it asks) uses
+    /// the same one.
+    pub fn resolve_env_file(&mut self, runtime_dir: &std::path::Path) {
+        self.env_file = Some(self.env_file(runtime_dir));
     }
 
     pub fn thread(&self) -> ThreadRef {
@@ -150,8 +146,37 @@ impl SessionContext {
 
     /// The secret store's key for this session.
     pub fn secrets_key(&self) -> String {
-        format!("{}-{}", self.channel, self.thread_ts)
+        session_key(&self.channel, &self.thread_ts)
     }
+}
+
+/// A session's name in files: `<channel>-<thread_ts>`.
+fn session_key(channel: &str, thread_ts: &str) -> String {
+    format!("{channel}-{thread_ts}")
+}
+
+/// The env file of the session of this thread when it names none:
+/// `<runtime_dir>/<channel>-<thread_ts>/env.sh`.
+pub fn default_env_file(runtime_dir: &std::path::Path, channel: &str, thread_ts: &str) -> PathBuf {
+    runtime_dir
+        .join(session_key(channel, thread_ts))
+        .join("env.sh")
+}
+
+/// A session's channel and thread are Slack ids (they name files and
+/// branches).
+pub fn check_ids(channel: &str, thread_ts: &str) -> Result<(), String> {
+    let channel_ok = channel.len() >= 3
+        && channel
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
+    if !channel_ok {
+        return Err(format!(
+            "channel {channel:?} is not a Slack conversation id (C…, G… or D…)"
+        ));
+    }
+    crate::permalink::Ts::parse(thread_ts).map_err(|e| format!("thread_ts: {e}"))?;
+    Ok(())
 }
 
 /// Per-runner limits of the spec.

@@ -163,36 +163,6 @@ where
         })
     }
 
-    async fn post_blocks(
-        &self,
-        thread: &ThreadRef,
-        text: &str,
-        blocks: &Value,
-    ) -> Result<Posted, ChatError> {
-        // Only a check (it refuses a non-array; unknown block types parse as
-        // `SlackBlock::Unknown`): the blocks are sent as given, since a typed
-        // round trip drops fields slack-morphism does not model.
-        serde_json::from_value::<Vec<SlackBlock>>(blocks.clone())
-            .map_err(|err| ChatError::InvalidBlocks(err.to_string()))?;
-        let request = json!({
-            "channel": thread.channel,
-            "thread_ts": thread.thread_ts,
-            "text": text,
-            "blocks": blocks,
-        });
-        let session = self.client.open_session(&self.token);
-        let posted: SlackApiChatPostMessageResponse = retrying(|| {
-            session
-                .http_session_api
-                .http_post("chat.postMessage", &request, None)
-        })
-        .await?;
-        Ok(Posted {
-            channel: posted.channel.0,
-            ts: posted.ts.0,
-        })
-    }
-
     async fn workspace(&self) -> Result<Workspace, ChatError> {
         self.workspace
             .get_or_try_init(|| self.auth_test())
@@ -235,7 +205,6 @@ where
                 |page: Replies, messages| {
                     messages.extend(page.messages.into_iter().map(|m| ThreadMessage {
                         ts: m.ts,
-                        thread_ts: m.thread_ts,
                         user: m.user,
                         bot_id: m.bot_id,
                         text: m.text,
@@ -278,6 +247,12 @@ where
             request["thread_ts"] = json!(thread_ts);
         }
         if let Some(blocks) = message.blocks {
+            // Only a check (it refuses a non-array; unknown block types
+            // parse as `SlackBlock::Unknown`): the blocks are sent as given,
+            // since a typed round trip drops fields slack-morphism does not
+            // model.
+            serde_json::from_value::<Vec<SlackBlock>>(blocks.clone())
+                .map_err(|err| ChatError::InvalidBlocks(err.to_string()))?;
             request["blocks"] = blocks.clone();
         }
         let posted: PostedAnswer = self.post_json("chat.postMessage", &request).await?;
@@ -485,7 +460,6 @@ struct Replies {
 #[serde(default)]
 struct ReplyFields {
     ts: String,
-    thread_ts: Option<String>,
     user: Option<String>,
     bot_id: Option<String>,
     text: String,

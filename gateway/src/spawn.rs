@@ -24,15 +24,21 @@ use tokio::io::AsyncReadExt;
 
 use crate::args::{Args, problems};
 use crate::brief::{Brief, check_brief};
+use crate::card::escape_mrkdwn as escape;
 use crate::chat::Text;
+use crate::config::Piece;
 use crate::files;
-use crate::secret_request::escape;
 use crate::session::Model;
 use crate::threads::neutralise_mentions;
 use crate::tools::{Gateway, Runner, ToolOutcome, chat_reason};
 
 /// The most of the launcher's stderr kept (its last line is reported).
-const MAX_STDERR: u64 = 64 << 10;
+const MAX_STDERR: usize = 64 << 10;
+
+/// `task`'s length, in characters (the spec's).
+pub const TASK_CHARS: std::ops::RangeInclusive<usize> = 3..=150;
+/// The longest `brief` path taken.
+pub const BRIEF_MAX: usize = 4096;
 
 /// spawn_thread's arguments.
 struct SpawnArgs {
@@ -46,30 +52,25 @@ fn parse(raw: &JsonObject) -> Result<SpawnArgs, String> {
     let task = a.text(
         "task",
         Some("what the new thread should do, one line of 3 to 150 characters"),
-        3..=150,
+        TASK_CHARS,
         true,
     );
     let brief = a.text(
         "brief",
         Some("the path of a .md file in the session directory, relative to it"),
-        1..=4096,
+        1..=BRIEF_MAX,
         true,
     );
     let model = match a.raw().get("model") {
         None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(s)) => match Model::parse(s) {
-            Some(m) => Some(m),
-            None => {
+        Some(v) => match serde_json::from_value::<Model>(v.clone()) {
+            Ok(m) => Some(m),
+            Err(_) => {
                 a.found
-                    .push(format!("model must be smart, fast or default, got {s:?}"));
+                    .push(format!("model must be smart, fast or default, got {v}"));
                 None
             }
         },
-        Some(v) => {
-            a.found
-                .push(format!("model must be smart, fast or default, got {v}"));
-            None
-        }
     };
     match (task, brief) {
         (Some(task), Some(brief)) if a.found.is_empty() => Ok(SpawnArgs { task, brief, model }),
@@ -95,15 +96,9 @@ impl Gateway {
                     .into(),
             );
         }
-        let Some(owner) = context.owner.clone() else {
-            return Err(
-                "no thread was started: the new session gets this session's owner, and \
-                 this session has none (start the gateway with --owner, or register the session \
-                 with an owner)"
-                    .into(),
-            );
-        };
-        let secrets = self.secret_values(context)?;
+        let owner = context
+            .owner_for("no thread was started: the new session gets this session's owner")?;
+        let secrets = self.secret_values(context).await?;
         if files::contains_secret(args.task.as_bytes(), &secrets)
             || files::contains_secret(args.brief.as_bytes(), &secrets)
         {
@@ -118,7 +113,11 @@ impl Gateway {
             .await
             .map_err(|e| format!("no thread was started: {e}"))?;
         let model = args.model.unwrap_or(context.model);
-        let channel = if self.code_channels.contains(&context.channel) {
+        let channel = if self
+            .code_channels
+            .iter()
+            .any(|c| c.as_str() == context.channel)
+        {
             self.chat.open_dm(&owner).await.map_err(|e| {
                 format!(
                     "no thread was started: cannot open the owner's DM: {}",
@@ -128,11 +127,7 @@ impl Gateway {
         } else {
             context.channel.clone()
         };
-        let parent = self
-            .chat
-            .permalink(&context.channel, &context.thread_ts)
-            .await
-            .ok();
+        let parent = self.session_link(runner).await.ok();
         let shown_brief = brief_label(&brief);
         let text = format!(
             "*{}*\nBrief: {}\nA new session for <@{owner}>{}",
@@ -164,17 +159,8 @@ impl Gateway {
             ("brief", shown_brief.clone()),
             ("task", args.task.clone()),
         ];
-        let new_env = crate::session::SessionContext {
-            channel: posted.channel.clone(),
-            thread_ts: posted.ts.clone(),
-            session_dir: context.session_dir.clone(),
-            owner: Some(owner.clone()),
-            permission_mode: context.permission_mode,
-            model,
-            branch: None,
-            env_file: None,
-        }
-        .env_file(&self.runtime_dir);
+        let new_env =
+            crate::session::default_env_file(&self.runtime_dir, &posted.channel, &posted.ts);
         let mut env: Vec<(String, String)> = values
             .iter()
             .map(|(k, v)| (format!("CALVIN_{}", k.to_ascii_uppercase()), v.clone()))
@@ -258,33 +244,23 @@ fn brief_label(brief: &Brief) -> String {
     }
 }
 
-/// `arg` with each `{placeholder}` replaced by its value (checked against
-/// the known ones when the configuration was loaded).
+/// `arg` with each `{placeholder}` replaced by its value (the template was
+/// checked against the known ones when the configuration was loaded).
 fn fill(arg: &str, values: &[(&str, String)]) -> String {
-    let mut out = String::new();
-    let mut rest = arg;
-    while let Some(open) = rest.find('{') {
-        out.push_str(&rest[..open]);
-        let after = &rest[open + 1..];
-        match after.find('}').and_then(|close| {
-            let name = &after[..close];
-            values
+    let Ok(pieces) = crate::config::pieces(arg) else {
+        return arg.to_owned();
+    };
+    pieces
+        .into_iter()
+        .map(|piece| match piece {
+            Piece::Text(text) => text.to_owned(),
+            Piece::Placeholder(name) => values
                 .iter()
                 .find(|(k, _)| *k == name)
-                .map(|(_, v)| (close, v))
-        }) {
-            Some((close, value)) => {
-                out.push_str(value);
-                rest = &after[close + 1..];
-            }
-            None => {
-                out.push('{');
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    out
+                .map(|(_, v)| v.clone())
+                .unwrap_or_else(|| format!("{{{name}}}")),
+        })
+        .collect()
 }
 
 /// Runs the launcher: no shell, no stdin, the allowlisted environment
@@ -327,9 +303,8 @@ async fn launch(
                     break;
                 }
                 tail.extend_from_slice(&chunk[..n]);
-                let max = usize::try_from(MAX_STDERR).unwrap_or(usize::MAX);
-                if tail.len() > max {
-                    tail.drain(..tail.len() - max);
+                if tail.len() > MAX_STDERR {
+                    tail.drain(..tail.len() - MAX_STDERR);
                 }
             }
             tail

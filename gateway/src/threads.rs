@@ -15,7 +15,7 @@ use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
 use crate::args::{Args, problems};
-use crate::chat::{ChatError, Conversation, Text, ThreadMessage};
+use crate::chat::{ChatError, Conversation, Text, ThreadMessage, Workspace};
 use crate::files;
 use crate::permalink::Target;
 use crate::session::SessionContext;
@@ -29,26 +29,21 @@ pub const MAX_MESSAGE_CHARS: usize = 4_000;
 pub const MAX_POST_CHARS: usize = 4_000;
 
 impl Gateway {
-    /// The target of read_thread or post_thread, from the arguments.
-    async fn target(&self, a: &mut Args<'_>) -> Result<Option<Target>, String> {
-        let host = self
-            .chat
-            .workspace()
-            .await
-            .map_err(|e| {
-                format!(
-                    "cannot ask Slack which workspace this is: {}",
-                    chat_reason(&e)
-                )
-            })?
-            .host;
-        Ok(Target::from_args(a.raw(), &host, &mut a.found))
+    /// The workspace (its host parses links; its bot is no reader).
+    async fn workspace(&self) -> Result<Workspace, String> {
+        self.chat.workspace().await.map_err(|e| {
+            format!(
+                "cannot ask Slack which workspace this is: {}",
+                chat_reason(&e)
+            )
+        })
     }
 
     /// Rules 1-3 of the module; the conversation when it is readable.
     async fn readable(
         &self,
         session: &SessionContext,
+        bot: &str,
         channel: &str,
     ) -> Result<Conversation, String> {
         let target = self.chat.conversation(channel).await.map_err(|e| match e {
@@ -114,9 +109,7 @@ impl Gateway {
             .collect();
         readers.extend(session.owner.clone());
         // The bot reads whatever it is in: it is not one of the readers.
-        if let Ok(workspace) = self.chat.workspace().await {
-            readers.remove(&workspace.bot_user);
-        }
+        readers.remove(bot);
         let missing: Vec<String> = readers.difference(&theirs).cloned().collect();
         if !missing.is_empty() {
             let shown: Vec<String> = missing.iter().take(10).map(|u| format!("<@{u}>")).collect();
@@ -163,19 +156,26 @@ impl Gateway {
 
     pub(crate) async fn read_thread(&self, runner: &Runner, raw: &JsonObject) -> ToolOutcome {
         let mut a = Args::new(raw, &["url", "channel", "ts"]);
-        let target = self.target(&mut a).await?;
+        let workspace = self.workspace().await?;
+        let target = Target::from_args(a.raw(), &workspace.host, &mut a.found);
         let Some(target) = target.filter(|_| a.found.is_empty()) else {
             return Err(problems("the thread was not read", &a.found));
         };
         let slot = runner.counters.take("read_thread")?;
         let conversation = self
-            .readable(&runner.context, target.channel.as_str())
+            .readable(
+                &runner.context,
+                &workspace.bot_user,
+                target.channel.as_str(),
+            )
             .await?;
         let messages = self.thread_of(&target).await?;
         slot.keep();
+        let shown = select(&messages);
+        // Names only of the authors shown.
         let mut names = HashMap::new();
-        for m in &messages {
-            if let Some(user) = &m.user
+        for m in std::iter::once(&shown.first).chain(&shown.replies) {
+            if let Some(user) = &m.message.user
                 && !names.contains_key(user)
             {
                 let name = self
@@ -186,7 +186,6 @@ impl Gateway {
                 names.insert(user.clone(), name);
             }
         }
-        let shown = select(&messages);
         let label = conversation.label();
         let text = render(&label, &shown, &names);
         Ok((text, structured(&target, &label, &shown, &names)))
@@ -194,7 +193,8 @@ impl Gateway {
 
     pub(crate) async fn post_thread(&self, runner: &Runner, raw: &JsonObject) -> ToolOutcome {
         let mut a = Args::new(raw, &["url", "channel", "ts", "text"]);
-        let target = self.target(&mut a).await?;
+        let workspace = self.workspace().await?;
+        let target = Target::from_args(a.raw(), &workspace.host, &mut a.found);
         let text = a.text(
             "text",
             Some("the reply, Slack mrkdwn, 1 to 4,000 characters"),
@@ -205,15 +205,10 @@ impl Gateway {
             return Err(problems("nothing was posted", &a.found));
         };
         let context = &runner.context;
-        let Some(owner) = context.owner.clone() else {
-            return Err(
-                "nothing was posted: post_thread names the session's owner under each reply, and \
-                 this session has none (start the gateway with --owner, or register the session \
-                 with an owner)"
-                    .into(),
-            );
-        };
-        let secrets = self.secret_values(context)?;
+        let owner = context.owner_for(
+            "nothing was posted: post_thread names the session's owner under each reply",
+        )?;
+        let secrets = self.secret_values(context).await?;
         if files::contains_secret(text.as_bytes(), &secrets) {
             return Err(
                 "nothing was posted: the text contains the value of one of the session's secrets"
@@ -221,29 +216,18 @@ impl Gateway {
             );
         }
         let slot = runner.counters.take("post_thread")?;
-        let conversation = self.readable(context, target.channel.as_str()).await?;
-        // A reply's ts names its thread: post under the parent.
+        let conversation = self
+            .readable(context, &workspace.bot_user, target.channel.as_str())
+            .await?;
         // The thread's parent, as Slack says (a reply's ts, or a link's
         // thread_ts, resolves to it): the first message of the thread.
-        let parent = match self.thread_of(&target).await?.first() {
-            Some(first) => first.ts.clone(),
-            None => {
-                return Err(format!(
-                    "there is no message {} in {}",
-                    target.ts, target.channel
-                ));
-            }
-        };
-        let home = self
-            .chat
-            .permalink(&context.channel, &context.thread_ts)
-            .await
-            .map_err(|e| {
-                format!(
-                    "nothing was posted: cannot link this session's thread: {}",
-                    chat_reason(&e)
-                )
-            })?;
+        let parent = self.thread_of(&target).await?[0].ts.clone();
+        let home = self.session_link(runner).await.map_err(|e| {
+            format!(
+                "nothing was posted: cannot link this session's thread: {}",
+                chat_reason(&e)
+            )
+        })?;
         let body = format!(
             "{}\n\n_Posted for <@{owner}> from <{home}|this session's thread>_",
             neutralise_mentions(&text)
@@ -343,8 +327,7 @@ fn author(m: &ThreadMessage, names: &HashMap<String, String>) -> String {
 /// The thread as the model reads it: inside a marked block whose end it
 /// cannot forge (a random id), labelled as data.
 fn render(label: &str, s: &Selection<'_>, names: &HashMap<String, String>) -> String {
-    let id: u64 = rand::random();
-    let id = format!("{id:016x}");
+    let id = crate::random_id::random_hex::<8>();
     let mut out = format!(
         "Thread in {label}: the first message and {} of its {} replies{}.\n",
         s.replies.len(),
@@ -501,7 +484,6 @@ mod tests {
     fn msg(ts: &str, text: String) -> ThreadMessage {
         ThreadMessage {
             ts: ts.into(),
-            thread_ts: Some("1700000000.000000".into()),
             user: Some("U1".into()),
             bot_id: None,
             text,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
 use serde_json::{Value, json};
 
-use crate::args::{integer, problems, unknown_args};
+use crate::args::{Args, integer, problems, unknown_args};
 use crate::card;
 use crate::chat::{ChatBackend, ChatError, Upload};
 use crate::config::{LauncherConfig, Mode};
@@ -37,7 +37,7 @@ pub struct Gateway {
     /// spawn_thread's launcher.
     pub launcher: LauncherConfig,
     /// Channels whose spawned threads go to the owner's DM.
-    pub code_channels: Vec<String>,
+    pub code_channels: Vec<crate::permalink::ChannelId>,
     /// Where sessions' env files are by default.
     pub runtime_dir: PathBuf,
     /// Where request_secret's button and form are handled.
@@ -60,6 +60,8 @@ pub enum SecretRoute {
 pub struct Runner {
     pub context: SessionContext,
     pub counters: Counters,
+    /// The permalink of the session's thread, asked once.
+    link: tokio::sync::OnceCell<String>,
 }
 
 impl Runner {
@@ -67,6 +69,7 @@ impl Runner {
         Self {
             context,
             counters: Counters::default(),
+            link: tokio::sync::OnceCell::new(),
         }
     }
 }
@@ -86,27 +89,48 @@ pub fn result(outcome: ToolOutcome) -> CallToolResult {
     }
 }
 
-/// The spec's availability table: listed (`Some`), and whether a call
-/// runs (`true`) or refuses (`false`).
-fn available(mode: Mode, tool: &str, has_workspace: bool) -> Option<bool> {
+/// How a listed tool behaves here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Availability {
+    Runs,
+    /// Listed, and every call refused for this reason.
+    Refused(Refusal),
+}
+
+/// Why a listed tool refuses: the note before its description, and the
+/// answer to each call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Refusal {
+    note: &'static str,
+    answer: &'static str,
+}
+
+const TUNNEL_OFF: Refusal = Refusal {
+    note: "Unavailable here: the tunnel is disabled on this self-hosted gateway, so every call \
+           is refused.",
+    answer: "previews are not available: the tunnel is disabled on a self-hosted gateway, so \
+             nothing on this computer can get a public URL. Share the work another way \
+             (send_file for screenshots or files)",
+};
+
+/// The spec's availability table: whether `tool` is listed (`Some`), and
+/// how it behaves.
+fn available(mode: Mode, tool: &str, has_workspace: bool) -> Option<Availability> {
+    use Availability::{Refused, Runs};
     use Mode::*;
     match (tool, mode) {
-        ("send_file" | "post_card", _) => Some(true),
-        ("checkout_repo", Hosted) => Some(true),
-        ("checkout_repo", SelfHosted) if has_workspace => Some(true),
+        ("send_file" | "post_card", _) => Some(Runs),
+        ("checkout_repo", Hosted) => Some(Runs),
+        ("checkout_repo", SelfHosted) if has_workspace => Some(Runs),
         (
             "spawn_thread" | "read_thread" | "post_thread" | "request_secret",
             SelfHosted | Hosted,
-        ) => Some(true),
-        ("preview" | "unpreview", Hosted) => Some(true),
-        ("preview" | "unpreview", SelfHosted) => Some(false),
+        ) => Some(Runs),
+        ("preview" | "unpreview", Hosted) => Some(Runs),
+        ("preview" | "unpreview", SelfHosted) => Some(Refused(TUNNEL_OFF)),
         _ => None,
     }
 }
-
-const TUNNEL_OFF: &str = "previews are not available: the tunnel is disabled on a self-hosted gateway, \
-     so nothing on this computer can get a public URL. Share the work another way (send_file for \
-     screenshots or files)";
 
 impl Gateway {
     /// The tools this gateway's mode lists; a listed tool that refuses
@@ -114,13 +138,11 @@ impl Gateway {
     pub fn tools(&self) -> Vec<Tool> {
         all_tools()
             .into_iter()
-            .filter_map(|mut tool| match available(self.mode, &tool.name, self.workspace.is_some())? {
-                true => Some(tool),
-                false => {
+            .filter_map(|mut tool| match self.available_here(&tool.name)? {
+                Availability::Runs => Some(tool),
+                Availability::Refused(refusal) => {
                     let said = tool.description.clone().unwrap_or_default();
-                    tool.description = Some(
-                        format!("Unavailable here: the tunnel is disabled on this self-hosted gateway, so every call is refused. {said}").into(),
-                    );
+                    tool.description = Some(format!("{} {said}", refusal.note).into());
                     Some(tool)
                 }
             })
@@ -129,12 +151,7 @@ impl Gateway {
 
     /// The MCP server's instructions: what this mode really offers.
     pub fn instructions(&self) -> String {
-        let listed: Vec<String> = self
-            .tools()
-            .into_iter()
-            .map(|t| t.name.to_string())
-            .collect();
-        let has = |t: &str| listed.iter().any(|l| l == t);
+        let has = |t: &str| self.available_here(t).is_some();
         let mut offers = vec![
             "posts files and cards into this session's Slack thread (send_file, post_card)"
                 .to_owned(),
@@ -150,8 +167,10 @@ impl Gateway {
             offers.push("checks out the workspace's repositories (checkout_repo)".into());
         }
         let previews = match self.available_here("preview") {
-            Some(true) => " It also gives local servers public URLs (preview, unpreview).",
-            Some(false) => {
+            Some(Availability::Runs) => {
+                " It also gives local servers public URLs (preview, unpreview)."
+            }
+            Some(Availability::Refused(_)) => {
                 " Previews are off: the tunnel is disabled on this self-hosted gateway, so preview \
                  and unpreview refuse every call."
             }
@@ -170,7 +189,7 @@ impl Gateway {
         )
     }
 
-    fn available_here(&self, tool: &str) -> Option<bool> {
+    fn available_here(&self, tool: &str) -> Option<Availability> {
         available(self.mode, tool, self.workspace.is_some())
     }
 
@@ -182,8 +201,8 @@ impl Gateway {
                     self.mode.as_str()
                 ));
             }
-            Some(false) => return Err(TUNNEL_OFF.into()),
-            Some(true) => {}
+            Some(Availability::Refused(refusal)) => return Err(refusal.answer.into()),
+            Some(Availability::Runs) => {}
         }
         match name {
             "send_file" => {
@@ -211,19 +230,14 @@ impl Gateway {
         if self.secrets.is_none() {
             return Err(NO_KEY.into());
         }
-        let secrets = self.secret_values(&runner.context)?;
+        let secrets = self.secret_values(&runner.context).await?;
         if files::contains_secret(request.reason.as_bytes(), &secrets) {
             return Err("no secret was requested: the reason contains the value of one of the session's secrets".into());
         }
         let slot = runner.counters.take("request_secret")?;
         let posted = match &self.secret_route {
             SecretRoute::Here(requests) => requests.post(&runner.context, &request).await,
-            SecretRoute::Daemon(daemon) => {
-                // The daemon writes the env file this process named.
-                let mut session = runner.context.clone();
-                session.env_file = Some(session.env_file(&self.runtime_dir));
-                daemon.request_secret(&session, &request).await
-            }
+            SecretRoute::Daemon(daemon) => daemon.request_secret(&runner.context, &request).await,
             SecretRoute::Nowhere(why) => Err(why.clone()),
         }?;
         slot.keep();
@@ -244,14 +258,48 @@ impl Gateway {
         ))
     }
 
-    /// The values of the session's secrets, for scanning what leaves.
-    pub(crate) fn secret_values(&self, context: &SessionContext) -> Result<Vec<String>, String> {
-        match &self.secrets {
-            None => Ok(vec![]),
-            Some(store) => store
-                .values(&context.secrets_key())
-                .map_err(|e| format!("cannot read the session's secrets to check against: {e}")),
+    /// Keeps the workspace's repository list in the session directory's
+    /// AGENTS.md (when the gateway has a definition).
+    pub(crate) async fn keep_workspace_list(&self, session_dir: &std::path::Path) {
+        let Some(workspace) = self.workspace.clone() else {
+            return;
+        };
+        let dir = session_dir.to_owned();
+        let written = tokio::task::spawn_blocking(move || workspace.write_agents_md(&dir)).await;
+        if let Err(err) = written
+            .map_err(|e| e.to_string())
+            .and_then(|w| w.map_err(|e| e.to_string()))
+        {
+            tracing::warn!(%err, "could not write the workspace's repositories into AGENTS.md");
         }
+    }
+
+    /// The permalink of the runner's session thread (chat.getPermalink,
+    /// once per runner).
+    pub(crate) async fn session_link(&self, runner: &Runner) -> Result<String, ChatError> {
+        let context = &runner.context;
+        runner
+            .link
+            .get_or_try_init(|| self.chat.permalink(&context.channel, &context.thread_ts))
+            .await
+            .cloned()
+    }
+
+    /// The values of the session's secrets, for scanning what leaves.
+    /// (Read and decrypted off the async threads: it is file I/O.)
+    pub(crate) async fn secret_values(
+        &self,
+        context: &SessionContext,
+    ) -> Result<Vec<String>, String> {
+        let Some(store) = self.secrets.clone() else {
+            return Ok(vec![]);
+        };
+        let key = context.secrets_key();
+        tokio::task::spawn_blocking(move || store.values(&key))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|read| read.map_err(|e| e.to_string()))
+            .map_err(|e| format!("cannot read the session's secrets to check against: {e}"))
     }
 
     /// send_file, for the tool and for `calvin-send-file`: same checks,
@@ -264,7 +312,7 @@ impl Gateway {
         }
         let slot = runner.counters.take("send_file")?;
         let context = &runner.context;
-        let secrets = self.secret_values(context)?;
+        let secrets = self.secret_values(context).await?;
         for (what, text) in [
             ("comment", &request.comment),
             ("title", &request.title),
@@ -280,18 +328,18 @@ impl Gateway {
             }
         }
         let (path, session_dir, max) = (
-            request.path.clone(),
+            request.path,
             context.session_dir.clone(),
             self.max_upload_bytes,
         );
-        // Env files hold secrets in clear, this session's and others'.
-        let mut secret_dirs = vec![self.runtime_dir.clone()];
-        secret_dirs.extend(
-            context
-                .env_file(&self.runtime_dir)
-                .parent()
-                .map(PathBuf::from),
-        );
+        // Env files hold secrets in clear: every session's default ones,
+        // and this session's own wherever it named it.
+        let env_file = context.env_file(&self.runtime_dir);
+        let secret_dirs = vec![
+            self.runtime_dir.clone(),
+            crate::session_env::files_dir(&env_file),
+            env_file,
+        ];
         let opened = tokio::task::spawn_blocking(move || {
             files::open_for_upload(
                 &path,
@@ -307,7 +355,6 @@ impl Gateway {
         let file = match opened {
             Ok(file) => file,
             Err(refusal) => {
-                drop(slot);
                 return Err(refusal.to_string());
             }
         };
@@ -336,19 +383,12 @@ impl Gateway {
                     }),
                 ))
             }
-            Err(err) => {
-                drop(slot);
-                Err(format!("the file was not posted: {}", chat_reason(&err)))
-            }
+            Err(err) => Err(format!("the file was not posted: {}", chat_reason(&err))),
         }
     }
 
     async fn post_card(&self, runner: &Runner, args: &JsonObject) -> ToolOutcome {
-        let mut unknown: Vec<String> = args
-            .keys()
-            .filter(|k| k.as_str() != "spec")
-            .map(|k| format!("unknown argument {k:?}"))
-            .collect();
+        let mut unknown = unknown_args(args, &["spec"]);
         let Some(spec) = args.get("spec") else {
             unknown.insert(0, "spec is required: the card to post".into());
             return Err(problems("the card was not posted", &unknown));
@@ -356,7 +396,7 @@ impl Gateway {
         if !unknown.is_empty() {
             return Err(problems("the card was not posted", &unknown));
         }
-        let secrets = self.secret_values(&runner.context)?;
+        let secrets = self.secret_values(&runner.context).await?;
         let rendered = card::validate_and_render(spec, &secrets).map_err(|found| {
             let found: Vec<String> = found.iter().map(ToString::to_string).collect();
             problems("the card was not posted", &found)
@@ -400,10 +440,7 @@ impl Gateway {
                     }),
                 ))
             }
-            Err(err) => {
-                drop(slot);
-                Err(format!("the card was not posted: {}", chat_reason(&err)))
-            }
+            Err(err) => Err(format!("the card was not posted: {}", chat_reason(&err))),
         }
     }
 
@@ -541,51 +578,29 @@ pub const ALT_TEXT_MAX: usize = 1000;
 
 impl SendFileArgs {
     pub fn parse(args: &JsonObject) -> Result<Self, String> {
-        let mut found = unknown_args(args, &["path", "comment", "caption", "title", "alt_text"]);
-        let mut text = |key: &str, max: Option<usize>| -> Option<String> {
-            match args.get(key) {
-                None | Some(Value::Null) => None,
-                Some(Value::String(s)) => {
-                    let n = s.chars().count();
-                    match max {
-                        Some(max) if n > max => {
-                            found.push(format!("{key} is {n} characters; at most {max}"));
-                            None
-                        }
-                        _ => Some(s.clone()),
-                    }
-                }
-                Some(v) => {
-                    found.push(format!("{key} must be a string, got {v}"));
-                    None
-                }
-            }
-        };
-        let path = text("path", None).filter(|p| !p.is_empty());
-        let comment = text("comment", Some(COMMENT_MAX));
-        let caption = text("caption", Some(COMMENT_MAX));
-        let title = text("title", Some(TITLE_MAX));
-        let alt_text = text("alt_text", Some(ALT_TEXT_MAX));
-        let wrong_type = args
-            .get("path")
-            .is_some_and(|v| !v.is_string() && !v.is_null());
-        if path.is_none() && !wrong_type {
-            found.insert(
-                0,
-                "path is required: absolute, or relative to the session directory".into(),
-            );
-        }
+        let mut a = Args::new(args, &["path", "comment", "caption", "title", "alt_text"]);
+        let path = a.text(
+            "path",
+            Some("absolute, or relative to the session directory"),
+            1..=usize::MAX,
+            false,
+        );
+        let comment = a.text("comment", None, 0..=COMMENT_MAX, false);
+        let caption = a.text("caption", None, 0..=COMMENT_MAX, false);
+        let title = a.text("title", None, 0..=TITLE_MAX, false);
+        let alt_text = a.text("alt_text", None, 0..=ALT_TEXT_MAX, false);
         if comment.is_some() && caption.is_some() {
-            found.push("give comment or caption (the same thing), not both".into());
+            a.found
+                .push("give comment or caption (the same thing), not both".into());
         }
         match path {
-            Some(path) if found.is_empty() => Ok(Self {
+            Some(path) if a.found.is_empty() => Ok(Self {
                 path,
                 comment: comment.or(caption),
                 title,
                 alt_text,
             }),
-            _ => Err(problems("no file was sent", &found)),
+            _ => Err(problems("no file was sent", &a.found)),
         }
     }
 }
@@ -661,8 +676,14 @@ mod tests {
         want.insert(2, "checkout_repo");
         assert_eq!(names(Mode::SelfHosted, true), want);
         assert_eq!(names(Mode::Hosted, false), want);
-        assert_eq!(available(Mode::SelfHosted, "preview", true), Some(false));
-        assert_eq!(available(Mode::Hosted, "unpreview", false), Some(true));
+        assert_eq!(
+            available(Mode::SelfHosted, "preview", true),
+            Some(Availability::Refused(TUNNEL_OFF))
+        );
+        assert_eq!(
+            available(Mode::Hosted, "unpreview", false),
+            Some(Availability::Runs)
+        );
         let unpreview = all_tools().pop().unwrap();
         let a = unpreview.annotations.unwrap();
         assert_eq!(a.destructive_hint, Some(true));

@@ -1,0 +1,112 @@
+//! A gateway put together from its configuration, for the process it runs
+//! in: the one place that decides where request_secret's button and form
+//! are handled (they arrive as Slack events, which only the `serve` daemon
+//! receives).
+
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::config::GatewayConfig;
+use crate::daemon_client::DaemonClient;
+use crate::events::EventHub;
+use crate::permalink::ChannelId;
+use crate::secret_request::SecretRequests;
+use crate::secrets::SecretStore;
+use crate::slack;
+use crate::socket_mode::SocketModeConfig;
+use crate::tools::{Gateway, SecretRoute};
+use crate::workspace::Workspace;
+
+/// Which process this is.
+pub enum Process {
+    /// `calvin-gateway mcp`: one session over stdio.
+    Stdio,
+    /// `calvin-gateway serve`: the daemon.
+    Daemon,
+}
+
+/// The gateway, and (in a daemon with an app token) what Socket Mode
+/// needs to start.
+pub struct Assembled {
+    pub gateway: Arc<Gateway>,
+    pub events: Option<Events>,
+}
+
+/// Slack's events for a daemon: the hub routing them, and the listener's
+/// settings.
+pub struct Events {
+    pub hub: Arc<EventHub>,
+    pub socket_mode: SocketModeConfig,
+}
+
+const DAEMON_WITHOUT_EVENTS: &str = "no secret was requested: this calvin-gateway serve daemon \
+     does not receive Slack's events (the button click and the form); set [slack] app_token or \
+     SLACK_APP_TOKEN so it connects with Socket Mode";
+
+const STDIO_WITHOUT_DAEMON: &str = "no secret was requested: request_secret needs Slack's events \
+     (the button click and the form), which only the calvin-gateway serve daemon receives; set \
+     [daemon] url in gateway.toml to its address (its token comes from [daemon] token_file or \
+     CALVIN_DAEMON_TOKEN)";
+
+/// The gateway `config` describes, for `process`.
+pub fn assemble(config: &GatewayConfig, process: Process) -> anyhow::Result<Assembled> {
+    let chat =
+        slack::backend(&config.slack.api_url, config.bot_token()?).context("the Slack client")?;
+    let secrets = match &config.secrets.store_dir {
+        Some(dir) => SecretStore::from_env(dir).context("the secret store")?,
+        None => None,
+    };
+    let workspace = Workspace::from_config(&config.workspace, &config.dir)
+        .map_err(|e| anyhow::anyhow!("[workspace]: {e}"))?
+        .map(Arc::new);
+    let code_channels = config
+        .spawn
+        .code_channels
+        .iter()
+        .map(|c| ChannelId::parse(c).map_err(anyhow::Error::msg))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let runtime_dir = config.runtime_dir();
+    let mut events = None;
+    let secret_route = match (process, config.app_token()) {
+        (Process::Daemon, Some(app_token)) => {
+            let requests = Arc::new(SecretRequests::new(
+                chat.clone(),
+                secrets.clone(),
+                runtime_dir.clone(),
+            ));
+            events = Some(Events {
+                hub: Arc::new(EventHub::new(requests.clone())),
+                socket_mode: SocketModeConfig {
+                    api_url: config.slack.api_url.clone(),
+                    app_token,
+                    connections: config.slack.socket_connections,
+                    reconnect_secs: config.slack.reconnect_secs,
+                },
+            });
+            SecretRoute::Here(requests)
+        }
+        (Process::Daemon, None) => SecretRoute::Nowhere(DAEMON_WITHOUT_EVENTS.into()),
+        (Process::Stdio, _) => match config.daemon()? {
+            Some((url, token)) => SecretRoute::Daemon(Box::new(DaemonClient::new(url, token))),
+            None => SecretRoute::Nowhere(STDIO_WITHOUT_DAEMON.into()),
+        },
+    };
+    let gateway = Gateway {
+        mode: config.mode,
+        agent_socket: config.agent_socket.clone(),
+        chat,
+        uploads_enabled: config.uploads.enabled,
+        max_upload_bytes: config.uploads.max_bytes,
+        secrets,
+        workspace,
+        launcher: config.launcher.clone(),
+        code_channels,
+        runtime_dir,
+        secret_route,
+    };
+    Ok(Assembled {
+        gateway: Arc::new(gateway),
+        events,
+    })
+}
