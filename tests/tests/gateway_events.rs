@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use calvin_tests::fake_slack::{EnvelopeKind, PostedMessage};
+use calvin_tests::fake_slack::{EnvelopeKind, FakeSlack, PostedMessage};
 use calvin_tests::gateway::{
     EventStream, GatewayDaemon, GatewaySetup, OWNER, assert_ok, assert_refused, call, drive, text,
 };
@@ -51,16 +51,10 @@ fn button_message(setup: &GatewaySetup, name: &str) -> PostedMessage {
         .unwrap_or_else(|| panic!("no button message for {name}"))
 }
 
-async fn wait_for(setup: &GatewaySetup, what: &str, check: impl Fn() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !check() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "waited 10 s for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+async fn wait_for(slack: &FakeSlack, what: &str, done: impl Fn(&FakeSlack) -> bool) {
+    if let Err(why) = slack.wait_until(what, WAIT, done).await {
+        panic!("{why}");
     }
-    let _ = setup;
 }
 
 /// Clicks `name`'s button as the owner and submits `value` in the form.
@@ -71,7 +65,7 @@ async fn set_secret(setup: &GatewaySetup, name: &str, value: &str) -> Vec<String
     let click = slack
         .click(OWNER, &button.channel, &button.ts, "calvin_set_secret")
         .expect("the button is there");
-    wait_for(setup, "the form to open", || {
+    wait_for(&setup.slack, "the form to open", |slack| {
         slack.views().len() > views_before
     })
     .await;
@@ -81,7 +75,7 @@ async fn set_secret(setup: &GatewaySetup, name: &str, value: &str) -> Vec<String
         .submit(OWNER, &view.id, &[("secret", "value", value)])
         .expect("the form is there");
     let said = format!("{name} is set");
-    wait_for(setup, "the secret to be set", || {
+    wait_for(&setup.slack, "the secret to be set", |slack| {
         slack
             .messages()
             .iter()
@@ -158,7 +152,7 @@ async fn request_secret_goes_from_a_click_to_a_form_to_the_sessions_shell() {
     let stranger = slack
         .click(STRANGER, &button.channel, &button.ts, "calvin_set_secret")
         .expect("click");
-    wait_for(&setup, "the stranger's refusal", || {
+    wait_for(&setup.slack, "the stranger's refusal", |slack| {
         !slack.ephemerals().is_empty()
     })
     .await;
@@ -249,27 +243,38 @@ async fn request_secret_goes_from_a_click_to_a_form_to_the_sessions_shell() {
         &out[0],
         "contains the value of one of the session's secrets",
     );
-    assert_refused(&out[1], "secret");
+    assert_refused(
+        &out[1],
+        r#"element "t" field "text": contains the value of one of the session's secrets"#,
+    );
     assert_refused(
         &out[2],
         "a secret named STRIPE_KEY is already set for this session",
     );
 
-    // The value is nowhere it could be read back: no message, no
-    // ephemeral, no update, no tool result, no log line.
-    let mut seen = String::new();
-    for m in slack.messages() {
-        seen.push_str(&format!("{:?}{:?}", m.text, m.blocks));
-    }
-    for e in slack.ephemerals() {
-        seen.push_str(&format!("{:?}", e.text));
-    }
-    for u in slack.updates() {
-        seen.push_str(&format!("{:?}{:?}", u.text, u.blocks));
+    // The value is nowhere it could be read back: in nothing the gateway
+    // sent Slack (every argument of every message, ephemeral, update,
+    // form and file), no tool result, no log line.
+    let mut seen = format!(
+        "{:?}{:?}{:?}{:?}",
+        slack.messages(),
+        slack.ephemerals(),
+        slack.updates(),
+        slack
+            .views()
+            .iter()
+            .map(|v| &v.view["blocks"])
+            .collect::<Vec<_>>()
+    );
+    for f in slack.files() {
+        seen.push_str(&String::from_utf8_lossy(&f.bytes));
     }
     for v in &out {
         seen.push_str(&v.to_string());
     }
+    // Only the owner ever got a form: one per secret.
+    assert_eq!(slack.views().len(), 2);
+    assert!(slack.views().iter().all(|v| v.user == OWNER));
     assert!(
         !seen.contains("sk_test_51H"),
         "the value leaked into Slack or a result"
@@ -473,23 +478,38 @@ async fn a_stdio_gateway_has_the_daemon_handle_the_form_or_names_what_is_missing
     assert_refused(&out[0], "refused this gateway's token");
 }
 
+/// Waits for each envelope's acknowledgement: within 3 s of its one
+/// delivery. The delays.
+async fn acked(slack: &FakeSlack, envelopes: &[String]) -> Vec<Duration> {
+    let mut delays = Vec::new();
+    for e in envelopes {
+        let ack = slack.wait_ack(e, WAIT).await.expect("acknowledged");
+        assert!(ack.delay < Duration::from_secs(3), "{ack:?}");
+        assert_eq!(slack.deliveries(e).len(), 1, "delivered again: {e}");
+        delays.push(ack.delay);
+    }
+    delays
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_reach_their_session_across_dropped_and_refreshed_sockets() {
     let setup = setup().await;
     let (daemon, registered) = daemon(&setup).await;
+    let slack = &setup.slack;
+    let (channel, thread) = (setup.channel.clone(), setup.thread_ts.clone());
+    let other_thread = slack.add_message(&channel, OWNER, "another session", None);
     let other = daemon
         .register(json!({
-            "channel": setup.channel,
-            "thread_ts": setup.slack.add_message(&setup.channel, OWNER, "another session", None),
+            "channel": channel,
+            "thread_ts": other_thread,
             "session_dir": setup.session_dir(),
             "owner": OWNER,
         }))
         .await;
     let mut mine = EventStream::open(registered["events_url"].as_str().expect("url")).await;
     let mut theirs = EventStream::open(other["events_url"].as_str().expect("url")).await;
-    let slack = &setup.slack;
-    let (channel, thread) = (setup.channel.clone(), setup.thread_ts.clone());
     let mut envelopes = Vec::new();
+    let text = |v: &Value| v["text"].as_str().unwrap_or_default().to_owned();
 
     // A reply in the session's thread, and a reaction to it.
     let (reply_ts, e) =
@@ -500,34 +520,37 @@ async fn events_reach_their_session_across_dropped_and_refreshed_sockets() {
         .await
         .expect("the message reaches the session");
     assert_eq!(
-        (
-            got["type"].as_str(),
-            got["text"].as_str(),
-            got["thread_ts"].as_str()
-        ),
-        (
-            Some("message"),
-            Some("please also fix the footer"),
-            Some(thread.as_str())
-        )
+        (got["type"].as_str(), got["thread_ts"].as_str()),
+        (Some("message"), Some(thread.as_str()))
     );
+    assert_eq!(text(&got), "please also fix the footer");
     envelopes.push(slack.reaction_event(OWNER, "+1", &channel, &reply_ts));
     let got = mine
         .next(WAIT)
         .await
         .expect("the reaction reaches the session");
     assert_eq!(
-        (got["type"].as_str(), got["reaction"].as_str()),
-        (Some("reaction_added"), Some("+1"))
+        (
+            got["type"].as_str(),
+            got["reaction"].as_str(),
+            got["ts"].as_str()
+        ),
+        (Some("reaction_added"), Some("+1"), Some(reply_ts.as_str()))
     );
-    assert_eq!(got["ts"], reply_ts.as_str());
-    assert!(
-        theirs.next(Duration::from_millis(300)).await.is_none(),
-        "another session got them"
+    // The other session's first event is its own, not those.
+    let (_, e) = slack.message_event(
+        &channel,
+        OWNER,
+        "for the other session",
+        Some(&other_thread),
     );
+    envelopes.push(e);
+    let got = theirs.next(WAIT).await.expect("the other session's event");
+    assert_eq!(text(&got), "for the other session");
 
     // The sockets drop: an event sent meanwhile arrives after the
     // reconnect, once.
+    let mut delays = acked(slack, &envelopes).await;
     let opened = slack.connections_opened();
     slack.drop_sockets();
     let (_, e) = slack.message_event(
@@ -536,34 +559,33 @@ async fn events_reach_their_session_across_dropped_and_refreshed_sockets() {
         "sent while the sockets were down",
         Some(&thread),
     );
-    envelopes.push(e);
     let got = mine
-        .next(Duration::from_secs(20))
+        .next(WAIT)
         .await
         .expect("delivered after the reconnect");
-    assert_eq!(got["text"], "sent while the sockets were down");
+    assert_eq!(text(&got), "sent while the sockets were down");
     slack.wait_for_sockets(2, WAIT).await.expect("reconnected");
     assert!(slack.connections_opened() >= opened + 2);
+    delays.extend(acked(slack, &[e]).await);
 
     // Slack asks for a refresh: new sockets, and events still flow.
     let opened = slack.connections_opened();
     slack.send_disconnect("refresh_requested");
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while slack.connections_opened() < opened + 1 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no new socket after the disconnect envelope"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    slack
+        .wait_until("a new socket after the disconnect envelope", WAIT, |s| {
+            s.connections_opened() > opened
+        })
+        .await
+        .expect("reconnected");
     let (_, e) = slack.message_event(&channel, OWNER, "after the refresh", Some(&thread));
-    envelopes.push(e);
     assert_eq!(
-        mine.next(WAIT).await.expect("after the refresh")["text"],
+        text(&mine.next(WAIT).await.expect("after the refresh")),
         "after the refresh"
     );
+    delays.extend(acked(slack, &[e]).await);
 
-    // Slack redelivers an event it saw no ack for: routed once.
+    // Slack redelivers an event it saw no ack for: routed once (the next
+    // event the session sees is the one sent after it).
     let payload = |text: &str| {
         json!({
             "token": "x", "team_id": "T0FAKE0001", "api_app_id": "A0FAKEAPP1",
@@ -573,21 +595,20 @@ async fn events_reach_their_session_across_dropped_and_refreshed_sockets() {
                       "channel_type": "channel"},
         })
     };
-    envelopes.push(slack.send_envelope(EnvelopeKind::EventsApi, false, payload("once")));
-    envelopes.push(slack.send_envelope(EnvelopeKind::EventsApi, false, payload("once")));
-    assert_eq!(mine.next(WAIT).await.expect("routed")["text"], "once");
-    assert!(
-        mine.next(Duration::from_millis(500)).await.is_none(),
+    let twice = [
+        slack.send_envelope(EnvelopeKind::EventsApi, false, payload("once")),
+        slack.send_envelope(EnvelopeKind::EventsApi, false, payload("once")),
+    ];
+    delays.extend(acked(slack, &twice).await);
+    let (_, e) = slack.message_event(&channel, OWNER, "the next one", Some(&thread));
+    assert_eq!(text(&mine.next(WAIT).await.expect("routed")), "once");
+    assert_eq!(
+        text(&mine.next(WAIT).await.expect("the next")),
+        "the next one",
         "a redelivered event was routed twice"
     );
+    delays.extend(acked(slack, &[e]).await);
 
-    let mut delays = Vec::new();
-    for e in &envelopes {
-        let ack = slack.wait_ack(e, WAIT).await.expect("acknowledged");
-        assert!(ack.delay < Duration::from_secs(3), "{ack:?}");
-        assert_eq!(slack.deliveries(e).len(), 1, "delivered again: {e}");
-        delays.push(ack.delay);
-    }
     delays.sort();
     eprintln!(
         "Socket Mode ack delays over {} envelopes: min {:?}, median {:?}, max {:?}",
@@ -619,7 +640,7 @@ async fn a_form_slack_will_not_open_is_reported_to_the_owner_and_a_new_click_wor
     slack
         .click(OWNER, &button.channel, &button.ts, "calvin_set_secret")
         .expect("click");
-    wait_for(&setup, "the owner to be told", || {
+    wait_for(&setup.slack, "the owner to be told", |slack| {
         !slack.ephemerals().is_empty()
     })
     .await;

@@ -51,7 +51,10 @@ async fn api(shared: &Shared, method: &str, req: Request<Incoming>) -> Answer {
     if let Err(code) = check_token(shared, method, token.as_deref()) {
         return slack_error(code);
     }
-    outcome_answer(call(shared, method, &parts.method, &args))
+    let answer = outcome_answer(call(shared, method, &parts.method, &args));
+    // Tests waiting on what was posted, opened or updated wake up.
+    shared.changed();
+    answer
 }
 
 /// A bot token for every method but apps.connections.open, which wants
