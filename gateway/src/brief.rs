@@ -12,7 +12,7 @@
 //! 2. it is a regular file;
 //! 3. in a git repository,
 //! 4. which has an `origin` remote;
-//! 5. `git fetch origin` succeeds within [`FETCH_TIMEOUT`];
+//! 5. `git fetch origin` succeeds within [`crate::git::DEFAULT_TIMEOUT`];
 //! 6. origin's default branch is known: `origin/HEAD`, set once with
 //!    `git remote set-head origin --auto` when missing;
 //! 7. the file is in that branch's tree,
@@ -26,14 +26,10 @@
 use std::fmt;
 use std::io::ErrorKind;
 use std::path::{Component, Path, PathBuf};
-use std::time::Duration;
 
-use crate::git::{GitError, git, git_within, redact_urls};
-pub use crate::markdown_anchor::{anchors, slug};
-pub use crate::web_link::web_url;
-
-/// How long `git fetch origin` may take.
-pub const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
+use crate::git::{GitError, git, git_within, origin_head, redact_urls};
+use crate::markdown_anchor::anchors;
+use crate::web_link::web_url;
 
 /// How many of a file's anchors a [`BriefError::NoSuchAnchor`] lists.
 pub const MAX_LISTED_ANCHORS: usize = 20;
@@ -199,7 +195,7 @@ impl fmt::Display for AnchorList<'_> {
 
 /// Checks spawn_thread's `brief` against `session_dir` as the module
 /// documentation describes. Runs git (fetch included), so it can take up
-/// to [`FETCH_TIMEOUT`] and a few seconds more.
+/// to [`crate::git::DEFAULT_TIMEOUT`] and a few seconds more.
 pub async fn check_brief(session_dir: &Path, brief: &str) -> Result<Brief, BriefError> {
     let (given, anchor) = split_anchor(brief)?;
     let session =
@@ -272,16 +268,16 @@ pub async fn check_brief(session_dir: &Path, brief: &str) -> Result<Brief, Brief
         Err(other) => return Err(BriefError::Git(other)),
     };
     let fetch = ["fetch", "--quiet", "--no-write-fetch-head", "origin"];
-    if let Err(source) = git_within(root, &fetch, FETCH_TIMEOUT).await {
+    if let Err(source) = git_within(root, &fetch, crate::git::DEFAULT_TIMEOUT).await {
         return Err(BriefError::Fetch { repo_root, source });
     }
 
     // 6. The default branch.
-    let (branch, commit) = match origin_head(root).await? {
+    let (branch, commit) = match origin_head(root).await.map_err(BriefError::Git)? {
         Some(head) => head,
         None => {
             let set = git(root, &["remote", "set-head", "origin", "--auto"]).await;
-            match origin_head(root).await? {
+            match origin_head(root).await.map_err(BriefError::Git)? {
                 Some(head) => head,
                 None => {
                     let reason = set.err().map(|err| err.to_string());
@@ -420,34 +416,6 @@ fn relative_slash_path(path: &Path, root: &Path) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("/"))
 }
 
-/// origin's default branch and its commit, when `origin/HEAD` names one.
-async fn origin_head(root: &Path) -> Result<Option<(String, String)>, BriefError> {
-    let target = match git(
-        root,
-        &["symbolic-ref", "--quiet", "refs/remotes/origin/HEAD"],
-    )
-    .await
-    {
-        Ok(target) => target,
-        Err(GitError::Failed { .. }) => return Ok(None),
-        Err(other) => return Err(BriefError::Git(other)),
-    };
-    let Some(branch) = target.strip_prefix("refs/remotes/origin/") else {
-        return Ok(None);
-    };
-    let args = [
-        "rev-parse",
-        "--verify",
-        "--quiet",
-        "refs/remotes/origin/HEAD^{commit}",
-    ];
-    match git(root, &args).await {
-        Ok(commit) => Ok(Some((branch.to_owned(), commit))),
-        Err(GitError::Failed { .. }) => Ok(None),
-        Err(other) => Err(BriefError::Git(other)),
-    }
-}
-
 /// The object id of `path` in `rev`'s tree, when it has one.
 async fn blob(root: &Path, rev: &str, path: &str) -> Result<Option<String>, BriefError> {
     match git(
@@ -465,7 +433,7 @@ async fn blob(root: &Path, rev: &str, path: &str) -> Result<Option<String>, Brie
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::git::test_support::{run, s, write};
+    use crate::git::test_support::{bare_remote, run, s, write};
 
     const BRIEF: &str = "# Plan\n\nIntro.\n\n## Next steps\n\n```sh\n# not a heading\n```\n\n## Next steps\n\nSet-up & *run*\n===\n";
 
@@ -483,14 +451,11 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tempdir");
         let root = std::fs::canonicalize(tmp.path()).expect("canonical tempdir");
         let origin = root.join("origin.git");
-        run(&root, &["init", "-q", "--bare", "-b", "main", s(&origin)]);
-        let seed = root.join("seed");
-        run(&root, &["init", "-q", "-b", "main", s(&seed)]);
-        write(&seed.join("docs/brief.md"), BRIEF);
-        write(&seed.join("README.md"), "readme\n");
-        run(&seed, &["add", "."]);
-        run(&seed, &["commit", "-q", "-m", "first"]);
-        run(&seed, &["push", "-q", s(&origin), "main"]);
+        bare_remote(
+            &origin,
+            &root.join("seed"),
+            &[("docs/brief.md", BRIEF), ("README.md", "readme\n")],
+        );
         let session = root.join("session");
         std::fs::create_dir(&session).expect("mkdir session");
         run(&session, &["clone", "-q", s(&origin), "repo"]);

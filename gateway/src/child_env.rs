@@ -8,8 +8,9 @@
 use tokio::process::Command;
 
 /// What a program needs from the gateway's environment to run as the
-/// user: the locale, the home, the path, an ssh agent and proxies.
-pub const PASSED: [&str; 20] = [
+/// user: the locale, the home, the path, ssh (its agent and the user's
+/// command) and proxies.
+const PASSED: [&str; 26] = [
     "PATH",
     "HOME",
     "USER",
@@ -25,9 +26,16 @@ pub const PASSED: [&str; 20] = [
     "XDG_RUNTIME_DIR",
     "TERM",
     "SSH_AUTH_SOCK",
+    "GIT_SSH_COMMAND",
     "HTTP_PROXY",
     "HTTPS_PROXY",
     "NO_PROXY",
+    "ALL_PROXY",
+    // curl, and so git over http(s), reads the lower-case ones.
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
     "SSL_CERT_FILE",
     "SSL_CERT_DIR",
 ];
@@ -53,10 +61,11 @@ mod tests {
 
     #[tokio::test]
     async fn only_the_allowlist_and_the_chosen_names_pass() {
-        // The test's own environment: set for this process only.
+        // cargo runs tests with CARGO_MANIFEST_DIR set: chosen, it passes;
+        // CARGO_PKG_NAME, also set, is not chosen and does not.
         let out = {
             let mut command = Command::new("env");
-            restrict(&mut command, &["CALVIN_TEST_EXTRA_NAME".to_owned()]);
+            restrict(&mut command, &["CARGO_MANIFEST_DIR".to_owned()]);
             command.env("CALVIN_TEST_SET_HERE", "1");
             command.output().await.expect("env runs")
         };
@@ -64,10 +73,17 @@ mod tests {
         for line in seen.lines() {
             let name = line.split('=').next().unwrap_or_default();
             assert!(
-                PASSED.contains(&name) || name == "CALVIN_TEST_SET_HERE",
+                PASSED.contains(&name)
+                    || name == "CALVIN_TEST_SET_HERE"
+                    || name == "CARGO_MANIFEST_DIR",
                 "{name} passed"
             );
         }
         assert!(seen.contains("CALVIN_TEST_SET_HERE=1"));
+        assert!(seen.contains(&format!(
+            "CARGO_MANIFEST_DIR={}",
+            env!("CARGO_MANIFEST_DIR")
+        )));
+        assert!(std::env::var("CARGO_PKG_NAME").is_ok() && !seen.contains("CARGO_PKG_NAME="));
     }
 }

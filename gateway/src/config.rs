@@ -315,8 +315,7 @@ impl GatewayConfig {
     /// The default registration token file of the daemon.
     fn token_path(&self) -> PathBuf {
         self.serve.token_file.clone().unwrap_or_else(|| {
-            dirs::state_dir()
-                .or_else(|| dirs::home_dir().map(|h| h.join(".local/state")))
+            state_dir()
                 .unwrap_or_else(std::env::temp_dir)
                 .join("calvin/gateway.token")
         })
@@ -375,8 +374,7 @@ impl GatewayConfig {
         // Not the temp directory: another user could make the folder
         // first, and send_file may send from there.
         dirs::runtime_dir()
-            .or_else(dirs::state_dir)
-            .or_else(|| dirs::home_dir().map(|h| h.join(".local/state")))
+            .or_else(state_dir)
             .unwrap_or_else(|| PathBuf::from("/nonexistent"))
             .join("calvin/sessions")
     }
@@ -422,6 +420,11 @@ impl GatewayConfig {
             .filter(|t| !t.is_empty())
             .ok_or(ConfigError::NoToken)
     }
+}
+
+/// The user's state folder: `$XDG_STATE_HOME`, else `~/.local/state`.
+fn state_dir() -> Option<PathBuf> {
+    dirs::state_dir().or_else(|| dirs::home_dir().map(|h| h.join(".local/state")))
 }
 
 /// The token in `path` (surrounding whitespace dropped); `None` when the

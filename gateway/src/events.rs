@@ -101,10 +101,51 @@ const SUBSCRIBER_QUEUE: usize = 256;
 
 type ThreadKey = (String, String);
 
+/// A map that keeps at most `cap` keys, forgetting the oldest first.
+pub(crate) struct Remembered<K, V> {
+    cap: usize,
+    map: HashMap<K, V>,
+    order: VecDeque<K>,
+}
+
+impl<K: std::hash::Hash + Eq + Clone, V> Remembered<K, V> {
+    pub(crate) fn new(cap: usize) -> Self {
+        Self {
+            cap,
+            map: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+
+    /// Keeps `value` for `key`; whether the key was new.
+    pub(crate) fn insert(&mut self, key: K, value: V) -> bool {
+        if self.map.insert(key.clone(), value).is_some() {
+            return false;
+        }
+        self.order.push_back(key);
+        while self.order.len() > self.cap {
+            if let Some(old) = self.order.pop_front() {
+                self.map.remove(&old);
+            }
+        }
+        true
+    }
+
+    pub(crate) fn get(&self, key: &K) -> Option<&V> {
+        self.map.get(key)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
 /// Routes events to sessions.
 pub struct EventHub {
     subscribers: Mutex<HashMap<ThreadKey, Vec<mpsc::Sender<Value>>>>,
-    threads: Mutex<(HashMap<ThreadKey, String>, VecDeque<ThreadKey>)>,
+    /// Which thread each message seen is in.
+    threads: Mutex<Remembered<ThreadKey, String>>,
     pub secrets: Arc<SecretRequests>,
 }
 
@@ -112,7 +153,7 @@ impl EventHub {
     pub fn new(secrets: Arc<SecretRequests>) -> Self {
         Self {
             subscribers: Mutex::default(),
-            threads: Mutex::default(),
+            threads: Mutex::new(Remembered::new(REMEMBERED_MESSAGES)),
             secrets,
         }
     }
@@ -121,10 +162,12 @@ impl EventHub {
     pub fn subscribe(&self, channel: &str, thread_ts: &str) -> mpsc::Receiver<Value> {
         let (tx, rx) = mpsc::channel(SUBSCRIBER_QUEUE);
         let mut subscribers = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
-        subscribers
+        let list = subscribers
             .entry((channel.to_owned(), thread_ts.to_owned()))
-            .or_default()
-            .push(tx);
+            .or_default();
+        // Those gone since (a quiet thread never prunes on an event).
+        list.retain(|tx| !tx.is_closed());
+        list.push(tx);
         rx
     }
 
@@ -144,7 +187,6 @@ impl EventHub {
             ChatEvent::Reaction { channel, ts, .. } => {
                 let threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
                 let root = threads
-                    .0
                     .get(&(channel.clone(), ts.clone()))
                     .cloned()
                     .unwrap_or_else(|| ts.clone());
@@ -169,17 +211,9 @@ impl EventHub {
     }
 
     /// Remembers that the message `ts` is in the thread `root`.
-    pub fn remember(&self, channel: &str, ts: &str, root: &str) {
+    fn remember(&self, channel: &str, ts: &str, root: &str) {
         let mut threads = self.threads.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (channel.to_owned(), ts.to_owned());
-        if threads.0.insert(key.clone(), root.to_owned()).is_none() {
-            threads.1.push_back(key);
-        }
-        while threads.1.len() > REMEMBERED_MESSAGES {
-            if let Some(old) = threads.1.pop_front() {
-                threads.0.remove(&old);
-            }
-        }
+        threads.insert((channel.to_owned(), ts.to_owned()), root.to_owned());
     }
 
     /// A click: handled in the background, so the envelope is acknowledged
@@ -282,7 +316,7 @@ mod tests {
         let first = ("C1".to_owned(), "1.1".to_owned());
         let known = |hub: &EventHub| {
             let threads = hub.threads.lock().expect("lock");
-            (threads.0.len(), threads.0.contains_key(&first))
+            (threads.len(), threads.get(&first).is_some())
         };
         assert_eq!(
             known(&hub),

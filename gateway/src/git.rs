@@ -26,20 +26,6 @@ use std::time::Duration;
 /// How long a git command may run unless the caller says otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Variables that would make git work on another repository than the one
-/// `dir` is in (set, for example, when the gateway is started from a git
-/// hook); git never sees them.
-const REPOSITORY_ENV: [&str; 8] = [
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_COMMON_DIR",
-    "GIT_INDEX_FILE",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
-    "GIT_NAMESPACE",
-    "GIT_PREFIX",
-];
-
 /// Why a git command did not succeed. `Display` names the subcommand (not
 /// the whole command line) and git's own words.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -75,13 +61,32 @@ pub enum GitError {
     },
 }
 
-impl GitError {
-    /// git's last line of stderr, when git ran and failed.
-    pub fn stderr_line(&self) -> Option<&str> {
-        match self {
-            GitError::Failed { message, .. } => Some(message),
-            _ => None,
-        }
+/// origin's default branch and its commit, when `origin/HEAD` (in the
+/// repository of `dir`) names one.
+pub async fn origin_head(dir: &Path) -> Result<Option<(String, String)>, GitError> {
+    let target = match git(
+        dir,
+        &["symbolic-ref", "--quiet", "refs/remotes/origin/HEAD"],
+    )
+    .await
+    {
+        Ok(target) => target,
+        Err(GitError::Failed { .. }) => return Ok(None),
+        Err(other) => return Err(other),
+    };
+    let Some(branch) = target.strip_prefix("refs/remotes/origin/") else {
+        return Ok(None);
+    };
+    let commit = [
+        "rev-parse",
+        "--verify",
+        "--quiet",
+        "refs/remotes/origin/HEAD^{commit}",
+    ];
+    match git(dir, &commit).await {
+        Ok(commit) => Ok(Some((branch.to_owned(), commit))),
+        Err(GitError::Failed { .. }) => Ok(None),
+        Err(other) => Err(other),
     }
 }
 
@@ -97,12 +102,10 @@ pub async fn git_within(dir: &Path, args: &[&str], timeout: Duration) -> Result<
     let command = subcommand(args);
     let mut cmd = tokio::process::Command::new("git");
     // Only the allowlisted environment (never the gateway's key or
-    // tokens), and no hook or fsmonitor program from the repository's
-    // own configuration.
+    // tokens, nor a GIT_DIR that would point git at another repository),
+    // and no hook or fsmonitor program from the repository's own
+    // configuration.
     crate::child_env::restrict(&mut cmd, &[]);
-    for name in REPOSITORY_ENV {
-        cmd.env_remove(name);
-    }
     cmd.args([
         "-c",
         "core.hooksPath=/dev/null",
@@ -270,6 +273,26 @@ pub(crate) mod test_support {
     //! system's git configuration.
 
     use std::path::Path;
+
+    /// A bare repository at `bare` whose `main` holds `files` (`(path,
+    /// text)`), pushed from a work tree made at `seed`.
+    pub(crate) fn bare_remote(bare: &Path, seed: &Path, files: &[(&str, &str)]) {
+        let parent = |p: &Path| p.parent().map(Path::to_owned).unwrap_or_default();
+        std::fs::create_dir_all(parent(bare)).expect("mkdir");
+        std::fs::create_dir_all(parent(seed)).expect("mkdir");
+        let text = |p: &Path| p.to_str().expect("utf-8 path").to_owned();
+        run(
+            &parent(bare),
+            &["init", "-q", "--bare", "-b", "main", &text(bare)],
+        );
+        run(&parent(seed), &["init", "-q", "-b", "main", &text(seed)]);
+        for (path, content) in files {
+            write(&seed.join(path), content);
+        }
+        run(seed, &["add", "."]);
+        run(seed, &["commit", "-q", "-m", "first"]);
+        run(seed, &["push", "-q", &text(bare), "main"]);
+    }
 
     /// Runs git synchronously for a test fixture and returns its stdout;
     /// panics with git's stderr when it fails.

@@ -19,6 +19,7 @@
 //!   a session's shells source.
 
 pub mod args;
+pub mod atomic_file;
 pub mod brief;
 pub mod card;
 pub mod chat;

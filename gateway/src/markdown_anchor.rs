@@ -28,7 +28,7 @@ pub fn anchors(markdown: &str) -> Vec<String> {
 
 /// GitHub's slug of a heading's text: lowercase; letters, digits, spaces,
 /// hyphens and underscores kept, spaces become hyphens.
-pub fn slug(heading: &str) -> String {
+fn slug(heading: &str) -> String {
     plain_text(heading)
         .trim()
         .to_lowercase()

@@ -9,16 +9,13 @@
 //! changes a repository's cache happens under the exclusive lock
 //! `<cache>/<name>.lock`, so sessions in several processes can check out
 //! the same repository at once.
-//!
-//! Its public items are re-exported from [`crate::workspace`], so paths
-//! such as `crate::workspace::Checkout` keep working.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, ErrorKind};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::git::{GitError, git, git_within};
+use crate::git::{GitError, git, git_within, origin_head};
 use crate::workspace::{RepoDef, Workspace};
 
 /// How long the first fetch of a repository into the cache may take.
@@ -46,9 +43,6 @@ pub struct Checkout {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CheckoutError {
-    #[error("no repository {0} in this workspace; the list is in AGENTS.md")]
-    NotInWorkspace(String),
-
     #[error("{branch:?} is not a usable branch name")]
     BadBranch { branch: String },
 
@@ -89,7 +83,7 @@ pub enum CheckoutError {
 }
 
 impl Workspace {
-    /// Adds `repo` (one of this workspace's) to `session_dir` as the
+    /// Adds `repo` (one [`Workspace::resolve`] gave) to `session_dir` as the
     /// worktree `<session_dir>/<name>` on `branch`, made from `origin/HEAD`
     /// after a fetch (or the existing `branch` of the cache when no
     /// worktree has it), cloning the repository into the cache first when
@@ -101,10 +95,6 @@ impl Workspace {
         session_dir: &Path,
         branch: &str,
     ) -> Result<Checkout, CheckoutError> {
-        let repo = self
-            .repos()
-            .find(|known| known.name == repo.name)
-            .ok_or_else(|| CheckoutError::NotInWorkspace(repo.name.clone()))?;
         if !is_branch_name(branch) {
             return Err(CheckoutError::BadBranch {
                 branch: branch.to_owned(),
@@ -159,32 +149,28 @@ async fn existing(
     };
     match tokio::fs::symlink_metadata(path).await {
         Err(err) if err.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(source) => {
-            return Err(CheckoutError::Io {
-                name: name.to_owned(),
-                path: path.to_owned(),
-                source,
-            });
-        }
+        Err(source) => return Err(io_error(name, path)(source)),
         Ok(meta) if !meta.is_dir() => return Err(occupied()),
         Ok(_) => {}
     }
-    let common_dir = ["rev-parse", "--path-format=absolute", "--git-common-dir"];
-    let (Ok(common), Ok(top)) = (
-        git(path, &common_dir).await,
-        git(path, &["rev-parse", "--show-toplevel"]).await,
-    ) else {
+    // Its repository, its top folder and its branch, in one git run.
+    let asked = [
+        "rev-parse",
+        "--path-format=absolute",
+        "--git-common-dir",
+        "--show-toplevel",
+        "--abbrev-ref",
+        "HEAD",
+    ];
+    let answer = git(path, &asked).await.map_err(|_| occupied())?;
+    let mut lines = answer.lines();
+    let (Some(common), Some(top), Some(branch)) = (lines.next(), lines.next(), lines.next()) else {
         return Err(occupied());
     };
-    if !same_place(Path::new(&common), cache).await || !same_place(Path::new(&top), path).await {
+    if !same_place(Path::new(common), cache).await || !same_place(Path::new(top), path).await {
         return Err(occupied());
     }
-    let branch = git(path, &["rev-parse", "--abbrev-ref", "HEAD"])
-        .await
-        .map_err(|source| CheckoutError::Worktree {
-            name: name.to_owned(),
-            source,
-        })?;
+    let branch = branch.to_owned();
     Ok(Some(Checkout {
         name: name.to_owned(),
         path: path.to_owned(),
@@ -204,17 +190,19 @@ async fn same_place(a: &Path, b: &Path) -> bool {
     matches!((a, b), (Ok(a), Ok(b)) if a == b)
 }
 
-/// Waits for the exclusive lock on `path` (made if missing); it is held
-/// until the returned file is dropped.
+/// Waits (off the async threads) for the exclusive lock on `path`, made
+/// if missing; held until the returned file is dropped.
 async fn lock(path: &Path) -> io::Result<File> {
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(path)?;
-    tokio::task::spawn_blocking(move || file.lock().map(|()| file))
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || crate::atomic_file::lock(&path))
         .await
         .map_err(io::Error::other)?
+}
+
+/// An I/O failure on `path` while checking out `name`.
+fn io_error(name: &str, path: &Path) -> impl FnOnce(std::io::Error) -> CheckoutError + use<> {
+    let (name, path) = (name.to_owned(), path.to_owned());
+    move |source| CheckoutError::Io { name, path, source }
 }
 
 /// Makes the cache `cache` in `<cache_dir>/.<name>.git.partial` and renames
@@ -225,12 +213,6 @@ async fn lock(path: &Path) -> io::Result<File> {
 /// included, without the copies of the remote's branches a bare clone
 /// makes as local branches, which would go stale in the cache and shadow
 /// `origin/*` in the worktrees (`git switch main`).
-/// An I/O failure on `path` while checking out `name`.
-fn io_error(name: &str, path: &Path) -> impl FnOnce(std::io::Error) -> CheckoutError + use<> {
-    let (name, path) = (name.to_owned(), path.to_owned());
-    move |source| CheckoutError::Io { name, path, source }
-}
-
 async fn clone(repo: &RepoDef, cache_dir: &Path, cache: &Path) -> Result<(), CheckoutError> {
     let name = repo.name.as_str();
     let partial = cache_dir.join(format!(".{name}.git.partial"));
@@ -289,19 +271,13 @@ async fn update(name: &str, cache: &Path) -> Result<(), CheckoutError> {
 /// the `origin/HEAD` already known will do.
 async fn set_head(name: &str, repo: &Path) -> Result<(), CheckoutError> {
     let set = git(repo, &["remote", "set-head", "origin", "--auto"]).await;
-    let head = [
-        "rev-parse",
-        "--verify",
-        "--quiet",
-        "refs/remotes/origin/HEAD^{commit}",
-    ];
-    match (git(repo, &head).await, set) {
-        (Ok(_), Ok(_)) => Ok(()),
-        (Ok(_), Err(err)) => {
+    match (origin_head(repo).await, set) {
+        (Ok(Some(_)), Ok(_)) => Ok(()),
+        (Ok(Some(_)), Err(err)) => {
             tracing::warn!(repo = name, %err, "keeping the default branch known before");
             Ok(())
         }
-        (Err(_), set) => Err(CheckoutError::NoDefaultBranch {
+        (_, set) => Err(CheckoutError::NoDefaultBranch {
             name: name.to_owned(),
             reason: set.err().map(|err| err.to_string()),
         }),

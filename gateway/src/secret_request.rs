@@ -304,21 +304,17 @@ impl SecretRequests {
         if click.action_id != ACTION_ID {
             return;
         }
-        let found = self.lock().get(&click.value).map(|p| {
-            (
-                p.owner.clone(),
-                p.name.clone(),
-                p.file,
-                p.session.thread_ts.clone(),
-            )
-        });
+        let found = self
+            .lock()
+            .get(&click.value)
+            .map(|p| (p.owner.clone(), p.name.clone(), p.file));
         let (channel, user) = (&click.channel, &click.user);
         let refuse = |text: String| async move {
             if let Err(err) = self.chat.post_ephemeral(channel, user, None, &text).await {
                 warn!(%err, "could not tell a clicker why the button did nothing");
             }
         };
-        let Some((owner, name, file, _thread)) = found else {
+        let Some((owner, name, file)) = found else {
             return refuse(
                 "This request for a secret is no longer open: it was answered, or the gateway \
                  restarted since. Ask the session to request it again."
@@ -384,7 +380,9 @@ impl SecretRequests {
         let stored = tokio::task::spawn_blocking(move || {
             store.set_secret(&key, &name, &value, file)?;
             // The session's shells see it now if the session is live (its
-            // env file exists); else when it starts again.
+            // env file exists); else when it starts again. The store is
+            // read again under the env folder's lock on purpose: a snapshot
+            // taken before it could miss a secret another writer just set.
             let live = session_env::update(&env_file, || {
                 store.secrets(&key).map_err(std::io::Error::other)
             });

@@ -277,9 +277,9 @@ impl SecretStore {
     /// (for scanning outgoing files and cards). No secrets: empty.
     pub fn values(&self, session: &str) -> Result<Vec<String>, SecretError> {
         Ok(self
-            .entries(session)?
+            .secrets(session)?
             .into_iter()
-            .map(|(_, value)| value)
+            .map(|s| s.value)
             .collect())
     }
 

@@ -630,8 +630,7 @@ pub fn find_send_file_socket(dir: &Path) -> Option<PathBuf> {
     let ours = |path: &Path| {
         std::fs::symlink_metadata(path).is_ok_and(|m| m.uid() == uid)
             && path.parent().is_some_and(|folder| {
-                std::fs::symlink_metadata(folder)
-                    .is_ok_and(|m| m.uid() == uid && m.mode() & 0o022 == 0)
+                std::fs::symlink_metadata(folder).is_ok_and(|m| session_env::users_own(&m))
             })
     };
     dir.ancestors()

@@ -28,10 +28,11 @@
 //!   reaches the file when the session starts again.
 
 use std::fs::File;
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::io::Read;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use crate::atomic_file;
 use crate::secrets::{Secret, is_env_name};
 
 /// The first line of every env file calvin writes.
@@ -52,7 +53,7 @@ pub fn files_dir(env_file: &Path) -> PathBuf {
 pub fn start(env_file: &Path, secrets: &[Secret]) -> std::io::Result<()> {
     let dir = folder(env_file)?;
     private_dir(dir)?;
-    let _lock = lock(dir)?;
+    let _lock = atomic_file::lock(dir)?;
     write(env_file, secrets)
 }
 
@@ -69,7 +70,7 @@ pub fn update(
         return Ok(false);
     }
     check_ancestors(dir)?;
-    let _lock = lock(dir)?;
+    let _lock = atomic_file::lock(dir)?;
     if !env_file.exists() {
         return Ok(false);
     }
@@ -81,7 +82,7 @@ pub fn update(
 /// folder, when that leaves it empty).
 pub fn end(env_file: &Path) {
     let Ok(dir) = folder(env_file) else { return };
-    if let Ok(_lock) = lock(dir) {
+    if let Ok(_lock) = atomic_file::lock(dir) {
         if is_ours(env_file) {
             let _ = std::fs::remove_file(env_file);
         }
@@ -92,7 +93,7 @@ pub fn end(env_file: &Path) {
 }
 
 /// `value` as one single-quoted shell word.
-pub fn quote(value: &str) -> String {
+fn quote(value: &str) -> String {
     format!("'{}'", value.replace('\'', "'\\''"))
 }
 
@@ -101,6 +102,11 @@ fn folder(env_file: &Path) -> std::io::Result<&Path> {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .ok_or_else(|| std::io::Error::other("the env file has no folder"))
+}
+
+/// `bytes` into `path`, 0600, atomically.
+fn replace_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    atomic_file::replace(path, bytes, atomic_file::Mode::Exact(0o600))
 }
 
 /// Writes the file (the caller holds the folder's lock).
@@ -118,7 +124,7 @@ fn write(env_file: &Path, secrets: &[Secret]) -> std::io::Result<()> {
         let value = if secret.file {
             files_folder(&files)?;
             let path = files.join(&secret.name);
-            replace(&path, secret.value.as_bytes())?;
+            replace_private(&path, secret.value.as_bytes())?;
             kept.push(secret.name.clone());
             path.to_string_lossy().into_owned()
         } else {
@@ -126,7 +132,7 @@ fn write(env_file: &Path, secrets: &[Secret]) -> std::io::Result<()> {
         };
         text.push_str(&format!("export {}={}\n", secret.name, quote(&value)));
     }
-    replace(env_file, text.as_bytes())?;
+    replace_private(env_file, text.as_bytes())?;
     remove_files(&files, &kept);
     Ok(())
 }
@@ -152,7 +158,7 @@ fn files_folder(files: &Path) -> std::io::Result<()> {
         return check_own(files);
     }
     std::fs::DirBuilder::new().mode(0o700).create(files)?;
-    replace(
+    replace_private(
         &files.join(FILES_MARKER),
         b"calvin-gateway keeps secret files here\n",
     )
@@ -177,13 +183,6 @@ fn remove_files(files: &Path, kept: &[String]) {
     }
 }
 
-/// An exclusive lock on the folder, held while the guard lives.
-fn lock(dir: &Path) -> std::io::Result<File> {
-    let handle = File::open(dir)?;
-    handle.lock()?;
-    Ok(handle)
-}
-
 /// Makes `dir` (0700) or checks an existing one, and checks every folder
 /// above it.
 fn private_dir(dir: &Path) -> std::io::Result<()> {
@@ -204,14 +203,18 @@ fn private_dir(dir: &Path) -> std::io::Result<()> {
 /// `dir` is a folder of this user's that no one else can write to.
 fn check_own(dir: &Path) -> std::io::Result<()> {
     let meta = std::fs::symlink_metadata(dir)?;
-    let uid = rustix::process::getuid().as_raw();
-    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
+    if !meta.is_dir() || !users_own(&meta) {
         return Err(std::io::Error::other(format!(
             "{} must be a folder of this user's that no one else can write to",
             dir.display()
         )));
     }
     Ok(())
+}
+
+/// Whether `meta` is of this user's and no one else can write to it.
+pub(crate) fn users_own(meta: &std::fs::Metadata) -> bool {
+    meta.uid() == rustix::process::getuid().as_raw() && meta.mode() & 0o022 == 0
 }
 
 /// Every folder from `dir` up is this user's and writable by no one else,
@@ -241,32 +244,10 @@ fn check_ancestors(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Replaces `path` with `bytes` (0600) atomically.
-fn replace(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let suffix: u64 = rand::random();
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".{suffix:016x}.tmp"));
-    let tmp = path.with_file_name(name);
-    let result = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn secret(name: &str, value: &str, file: bool) -> Secret {
         Secret {

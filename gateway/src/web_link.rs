@@ -13,7 +13,8 @@ pub fn web_url(
     path_in_repo: &str,
     anchor: Option<&str>,
 ) -> Option<String> {
-    let (scheme, host, repo) = split_remote(remote)?;
+    let Remote { web, path: repo } = parse_remote(remote);
+    let (scheme, host) = web?;
     let hostname = host.split(':').next().unwrap_or(&host);
     let mut segments: Vec<&str> = repo.split('/').filter(|s| !s.is_empty()).collect();
     let last = segments.pop()?;
@@ -48,39 +49,65 @@ pub fn web_url(
     Some(url)
 }
 
-/// A remote URL's web scheme, host (lowercase; with its port for http(s)),
-/// and path; `None` for local paths and `file://`.
-fn split_remote(remote: &str) -> Option<(&'static str, String, &str)> {
+/// A remote URL taken apart: its web scheme and host (lowercase; with
+/// its port for http(s)) when it names a network host, and the
+/// repository's path.
+struct Remote<'a> {
+    web: Option<(&'static str, String)>,
+    path: &'a str,
+}
+
+/// `https://`, `http://`, `ssh://` and `git+ssh://` URLs, scp-like
+/// `[user@]host:path`, other `scheme://` URLs (`file://`: no web host) and
+/// local paths (no web host).
+fn parse_remote(remote: &str) -> Remote<'_> {
     let remote = remote.trim();
     let lower = remote.to_ascii_lowercase();
-    let (scheme, rest, keep_port) = if lower.starts_with("https://") {
-        ("https", &remote[8..], true)
-    } else if lower.starts_with("http://") {
-        ("http", &remote[7..], true)
-    } else if lower.starts_with("ssh://") {
-        ("https", &remote[6..], false)
-    } else if lower.starts_with("git+ssh://") {
-        ("https", &remote[10..], false)
-    } else if lower.contains("://") {
-        return None;
-    } else {
-        // scp-like `[user@]host:path`; a local path has a '/' before any ':'.
-        let (authority, path) = remote.split_once(':')?;
-        if authority.is_empty() || authority.contains('/') {
-            return None;
+    let web = [
+        ("https://", "https", true),
+        ("http://", "http", true),
+        ("ssh://", "https", false),
+        ("git+ssh://", "https", false),
+    ]
+    .into_iter()
+    .find(|(prefix, _, _)| lower.starts_with(prefix));
+    if let Some((prefix, scheme, keep_port)) = web {
+        let rest = &remote[prefix.len()..];
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let host_port = authority.rsplit('@').next().unwrap_or(authority);
+        let host = if keep_port {
+            host_port
+        } else {
+            host_port.split(':').next().unwrap_or(host_port)
+        };
+        let path = path.split(['?', '#']).next().unwrap_or(path);
+        let web = (!host.is_empty()).then(|| (scheme, host.to_ascii_lowercase()));
+        return Remote { web, path };
+    }
+    if let Some((_, rest)) = remote.split_once("://") {
+        let path = rest.split_once('/').map_or("", |(_, path)| path);
+        return Remote { web: None, path };
+    }
+    // scp-like `[user@]host:path`; a local path has a '/' before any ':'.
+    match remote.split_once(':') {
+        Some((authority, path)) if !authority.is_empty() && !authority.contains('/') => {
+            let host = authority.rsplit('@').next().unwrap_or(authority);
+            Remote {
+                web: Some(("https", host.to_ascii_lowercase())),
+                path,
+            }
         }
-        let host = authority.rsplit('@').next().unwrap_or(authority);
-        return Some(("https", host.to_ascii_lowercase(), path));
-    };
-    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let host_port = authority.rsplit('@').next().unwrap_or(authority);
-    let host = if keep_port {
-        host_port
-    } else {
-        host_port.split(':').next().unwrap_or(host_port)
-    };
-    let path = path.split(['?', '#']).next().unwrap_or(path);
-    (!host.is_empty()).then(|| (scheme, host.to_ascii_lowercase(), path))
+        _ => Remote {
+            web: None,
+            path: remote,
+        },
+    }
+}
+
+/// The repository's path in a remote URL of any form (see
+/// [`parse_remote`]).
+pub fn remote_path(remote: &str) -> &str {
+    parse_remote(remote).path
 }
 
 /// Percent-encodes everything but RFC 3986's unreserved characters.

@@ -17,19 +17,12 @@
 //! or `file = "repos.toml"` (relative to gateway.toml's folder) holding the
 //! same `[[repos]]` entries.
 //!
-//! Their checkouts ([`Workspace::checkout`], [`Checkout`], [`CheckoutError`]
-//! and the timeouts) are [`crate::repo_cache`]'s, re-exported here.
+//! Their checkouts ([`Workspace::checkout`]) are [`crate::repo_cache`]'s.
 
-use std::fs::OpenOptions;
-use std::io::{self, ErrorKind, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::{self, ErrorKind};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-
-pub use crate::repo_cache::{
-    CLONE_TIMEOUT, Checkout, CheckoutError, FETCH_TIMEOUT, WORKTREE_TIMEOUT,
-};
 
 /// Longest repository name.
 pub const MAX_NAME_LEN: usize = 100;
@@ -264,17 +257,8 @@ fn is_folder_name(name: &str) -> bool {
 /// `owner/name` from a remote URL's last two path segments, `.git` removed:
 /// `https://host/o/r.git`, `git@host:o/r`, `ssh://git@host:22/o/r`,
 /// `file:///srv/o/r.git` and `/srv/o/r.git` all give `o/r`.
-pub fn owner_name(url: &str) -> Option<String> {
-    let url = url.trim();
-    let path = if let Some((_, rest)) = url.split_once("://") {
-        rest.split_once('/').map_or("", |(_, path)| path)
-    } else {
-        match url.split_once(':') {
-            Some((authority, path)) if !authority.is_empty() && !authority.contains('/') => path,
-            _ => url,
-        }
-    };
-    let mut segments = path
+fn owner_name(url: &str) -> Option<String> {
+    let mut segments = crate::web_link::remote_path(url)
         .split('/')
         .filter(|segment| !segment.is_empty() && *segment != ".");
     let mut name = segments.next_back()?;
@@ -392,34 +376,15 @@ fn splice(old: &[u8], block: &str) -> Vec<u8> {
     out
 }
 
-/// Writes `bytes` to a new file beside `path` (with `path`'s permissions
-/// when it exists) and renames it over `path`.
+/// Writes `bytes` over `path` atomically, keeping `path`'s permissions
+/// when it exists.
 fn write_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let nonce: u64 = rand::RngExt::random(&mut rand::rng());
-    let temp = dir.join(format!(".{name}.{nonce:016x}.tmp"));
-    let permissions = std::fs::metadata(path).ok().map(|meta| meta.permissions());
-    let written = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&temp)?;
-        file.write_all(bytes)?;
-        if let Some(permissions) = permissions {
-            file.set_permissions(permissions)?;
-        }
-        file.sync_all()?;
-        std::fs::rename(&temp, path)
-    })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    written
+    use std::os::unix::fs::PermissionsExt;
+    let mode = match std::fs::metadata(path) {
+        Ok(meta) => crate::atomic_file::Mode::Exact(meta.permissions().mode() & 0o7777),
+        Err(_) => crate::atomic_file::Mode::Umasked(0o644),
+    };
+    crate::atomic_file::replace(path, bytes, mode)
 }
 
 #[cfg(test)]
@@ -427,7 +392,7 @@ pub(crate) mod test_support {
     //! The fixture of this module's tests and of [`crate::repo_cache`]'s.
 
     use super::*;
-    use crate::git::test_support::{run, s, write};
+    use crate::git::test_support::{bare_remote, s};
 
     /// Two remotes, `acme/api.git` and `acme/web.git` (bare, with `main`),
     /// a workspace of them with its cache in the temporary directory, and
@@ -440,13 +405,8 @@ pub(crate) mod test_support {
 
     fn remote(root: &Path, owner_repo: &str, file: &str) -> PathBuf {
         let bare = root.join("remotes").join(format!("{owner_repo}.git"));
-        run(root, &["init", "-q", "--bare", "-b", "main", s(&bare)]);
         let seed = root.join("seeds").join(owner_repo);
-        run(root, &["init", "-q", "-b", "main", s(&seed)]);
-        write(&seed.join(file), "first\n");
-        run(&seed, &["add", "."]);
-        run(&seed, &["commit", "-q", "-m", "first"]);
-        run(&seed, &["push", "-q", s(&bare), "main"]);
+        bare_remote(&bare, &seed, &[(file, "first\n")]);
         bare
     }
 
