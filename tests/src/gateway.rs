@@ -169,22 +169,27 @@ impl GatewaySetup {
     /// A stdio scenario: the gateway spawned by the SDK as a coding CLI
     /// would.
     pub fn stdio(&self, steps: Value) -> Value {
-        let mut args = json!([
-            "mcp",
-            "--config",
-            self.config(),
-            "--channel",
-            self.channel,
-            "--thread-ts",
-            self.thread_ts,
-            "--session-dir",
-            self.session_dir(),
-        ]);
-        if let (Some(owner), Some(list)) = (&self.owner, args.as_array_mut()) {
-            list.push(json!("--owner"));
-            list.push(json!(owner));
+        self.stdio_with(Value::Array(self.stdio_args()), steps)
+    }
+
+    /// `calvin-gateway mcp`'s arguments for this session (owner included),
+    /// for a caller to add flags to.
+    pub fn stdio_args(&self) -> Vec<Value> {
+        let mut args = vec![
+            json!("mcp"),
+            json!("--config"),
+            json!(self.config()),
+            json!("--channel"),
+            json!(self.channel),
+            json!("--thread-ts"),
+            json!(self.thread_ts),
+            json!("--session-dir"),
+            json!(self.session_dir()),
+        ];
+        if let Some(owner) = &self.owner {
+            args.extend([json!("--owner"), json!(owner)]);
         }
-        self.stdio_with(args, steps)
+        args
     }
 
     /// A stdio scenario with these `calvin-gateway` arguments.
@@ -220,7 +225,8 @@ pub fn gateway_env() -> Value {
     })
 }
 
-fn rand_suffix() -> u64 {
+/// 0, 1, 2, ...: names files apart within one test process.
+fn next_number() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
     NEXT.fetch_add(1, Ordering::Relaxed)
@@ -292,7 +298,7 @@ pub fn tool_names(listed: &Value) -> Vec<String> {
 
 /// `calvin-gateway serve` on a loopback port.
 pub struct GatewayDaemon {
-    pub child: tokio::process::Child,
+    pub process: crate::harness::Process,
     pub base: String,
     /// The registration token, read from the file the daemon named.
     pub token: String,
@@ -302,50 +308,29 @@ pub struct GatewayDaemon {
 
 impl GatewayDaemon {
     pub async fn start(setup: &GatewaySetup) -> GatewayDaemon {
-        use tokio::io::AsyncBufReadExt;
-        let config = setup.config();
-        let env = setup.env();
         let log_file = setup
             .dir
             .path()
-            .join(format!("daemon-{}.log", rand_suffix()));
+            .join(format!("daemon-{}.log", next_number()));
         let log = std::fs::File::create(&log_file).expect("daemon log");
         let mut command = tokio::process::Command::new(binary("calvin-gateway"));
         command
             .args(["serve", "--config"])
-            .arg(&config)
+            .arg(setup.config())
             .args(["--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(log)
-            .kill_on_drop(true);
-        for (k, v) in env.as_object().expect("env") {
+            .stderr(log);
+        for (k, v) in setup.env().as_object().expect("env") {
             command.env(k, v.as_str().expect("string"));
         }
-        let mut child = command.spawn().expect("calvin-gateway serve");
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let mut next = async || {
-            tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-                .await
-                .expect("the daemon starts")
-                .expect("stdout")
-                .expect("a line")
-        };
-        let base = next()
-            .await
-            .strip_prefix("listening ")
-            .expect("listening line")
-            .to_owned();
-        let token_file = next()
-            .await
-            .strip_prefix("token file ")
-            .expect("token file line")
-            .to_owned();
+        let mut process = crate::harness::Process::spawn(command);
+        let base = process.line_after("listening ").await;
+        let token_file = process.line_after("token file ").await;
         let token = std::fs::read_to_string(&token_file)
             .expect("token file")
             .trim()
             .to_owned();
         GatewayDaemon {
-            child,
+            process,
             base,
             token,
             log_file,
@@ -357,15 +342,19 @@ impl GatewayDaemon {
         std::fs::read_to_string(&self.log_file).unwrap_or_default()
     }
 
-    /// Sends SIGTERM and waits for it to exit.
+    /// Sends SIGTERM and waits for it to exit; its log.
     pub async fn stop(mut self) -> String {
-        if let Some(pid) = self.child.id() {
-            let _ = std::process::Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
-                .status();
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+        self.process.signal("TERM").await;
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.process.child.wait()).await;
         self.log()
+    }
+
+    /// `DELETE /sessions/<id>`: ends a registered session.
+    pub async fn end(&self, session: &Value) {
+        let id = session.as_str().expect("a session id");
+        let url = format!("{}/sessions/{id}", self.base);
+        let out = crate::harness::curl(Path::new("/dev/null"), &["-X", "DELETE", &url]).await;
+        assert_eq!(out.status, 200, "{}", out.text());
     }
 
     /// `POST /sessions` with `token`: curl's answer.

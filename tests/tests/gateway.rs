@@ -36,14 +36,39 @@ async fn each_mode_lists_the_spec_tools_and_says_what_it_offers() {
         "request_secret",
     ];
 
+    // The four gateways, driven at once.
     let one = GatewaySetup::new("one-machine").await;
-    let out = drive(one.stdio(json!([
-        info,
-        list,
-        call("preview", json!({"port": 3000})),
-        call("read_thread", json!({}))
-    ])))
-    .await;
+    let selfhosted = GatewaySetup::new("self-hosted").await;
+    let mut defined = GatewaySetup::new("self-hosted").await;
+    defined.extra = WORKSPACE.into();
+    let edge = TestEdge::start().await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let mut hosted = GatewaySetup::new("hosted").await;
+    hosted.agent_socket = Some(agent.socket.clone());
+    let (one_out, selfhosted_out, defined_out, hosted_out) = tokio::join!(
+        drive(one.stdio(json!([
+            info,
+            list,
+            call("preview", json!({"port": 3000})),
+            call("read_thread", json!({}))
+        ]))),
+        drive(selfhosted.stdio(json!([
+            info,
+            list,
+            call("preview", json!({"port": 3000})),
+            call("unpreview", json!({"name": "web"})),
+            call("checkout_repo", json!({"repos": ["web"]})),
+        ]))),
+        drive(defined.stdio(json!([info, list]))),
+        drive(hosted.stdio(json!([
+            info,
+            list,
+            call("checkout_repo", json!({"repos": ["web"]}))
+        ]))),
+    );
+    agent.stop().await;
+
+    let out = one_out;
     assert_eq!(out[0]["name"], "calvin");
     let said = out[0]["instructions"].as_str().expect("instructions");
     assert!(said.starts_with("calvin (one-machine mode) posts files and cards into this session's Slack thread (send_file, post_card)."), "{said}");
@@ -59,15 +84,7 @@ async fn each_mode_lists_the_spec_tools_and_says_what_it_offers() {
     );
 
     // Self-hosted without a workspace definition: no checkout_repo.
-    let selfhosted = GatewaySetup::new("self-hosted").await;
-    let out = drive(selfhosted.stdio(json!([
-        info,
-        list,
-        call("preview", json!({"port": 3000})),
-        call("unpreview", json!({"name": "web"})),
-        call("checkout_repo", json!({"repos": ["web"]})),
-    ])))
-    .await;
+    let out = selfhosted_out;
     let said = out[0]["instructions"].as_str().expect("instructions");
     assert!(!said.contains("gives local servers public URLs"), "{said}");
     assert!(
@@ -100,9 +117,7 @@ async fn each_mode_lists_the_spec_tools_and_says_what_it_offers() {
     assert_eq!(annotations("post_thread")["readOnlyHint"], false);
 
     // Self-hosted with a workspace definition: checkout_repo too.
-    let mut defined = GatewaySetup::new("self-hosted").await;
-    defined.extra = WORKSPACE.into();
-    let out = drive(defined.stdio(json!([info, list]))).await;
+    let out = defined_out;
     want.insert(2, "checkout_repo");
     assert_eq!(tool_names(&out[1]), want);
     let said = out[0]["instructions"].as_str().expect("instructions");
@@ -111,17 +126,8 @@ async fn each_mode_lists_the_spec_tools_and_says_what_it_offers() {
         "{said}"
     );
 
-    // Hosted lists all nine, with or without a definition.
-    let edge = TestEdge::start().await;
-    let agent = TestAgent::start(&edge, "alice").await;
-    let mut hosted = GatewaySetup::new("hosted").await;
-    hosted.agent_socket = Some(agent.socket.clone());
-    let out = drive(hosted.stdio(json!([
-        info,
-        list,
-        call("checkout_repo", json!({"repos": ["web"]}))
-    ])))
-    .await;
+    // Hosted lists all nine, even without a workspace definition.
+    let out = hosted_out;
     assert_eq!(tool_names(&out[1]), want);
     let said = out[0]["instructions"].as_str().expect("instructions");
     assert!(
@@ -132,7 +138,6 @@ async fn each_mode_lists_the_spec_tools_and_says_what_it_offers() {
         &out[2],
         "no repository web in this workspace; the list is in AGENTS.md",
     );
-    agent.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

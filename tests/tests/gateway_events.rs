@@ -282,13 +282,7 @@ async fn request_secret_goes_from_a_click_to_a_form_to_the_sessions_shell() {
     assert!(!seen.contains("MIIB"), "the file secret leaked");
 
     // The session ends: its env file goes.
-    let id = registered["session"].as_str().expect("id");
-    let ended = calvin_tests::curl(
-        std::path::Path::new("/dev/null"),
-        &["-X", "DELETE", &format!("{}/sessions/{id}", daemon.base)],
-    )
-    .await;
-    assert_eq!(ended.status, 200);
+    daemon.end(&registered["session"]).await;
     assert!(
         !env_file.exists(),
         "the env file is removed when the session ends"
@@ -425,21 +419,8 @@ async fn a_stdio_gateway_has_the_daemon_handle_the_form_or_names_what_is_missing
         setup.token_file().display()
     );
     let env_file = setup.dir.path().join("own-env/env.sh");
-    let mut args = vec![
-        json!("mcp"),
-        json!("--config"),
-        json!(setup.config()),
-        json!("--channel"),
-        json!(setup.channel),
-        json!("--thread-ts"),
-        json!(setup.thread_ts),
-        json!("--session-dir"),
-        json!(setup.session_dir()),
-        json!("--owner"),
-        json!(OWNER),
-        json!("--env-file"),
-        json!(env_file),
-    ];
+    let mut args = setup.stdio_args();
+    args.extend([json!("--env-file"), json!(env_file)]);
     let out = drive(setup.stdio_with(Value::Array(args.clone()), json!([ask]))).await;
     assert_ok(&out[0]);
     // The stdio gateway (one CLI turn) has exited, and its env file with
@@ -670,21 +651,12 @@ async fn a_thread_registered_twice_keeps_its_env_file_until_both_end() {
     let second = daemon.register(GatewayDaemon::context_of(&setup)).await;
     let env_file = setup.env_file();
     assert_eq!(bash(&env_file, "printf '%s' \"$KEPT\""), "v1");
-    let end = |id: &Value| {
-        let url = format!("{}/sessions/{}", daemon.base, id.as_str().expect("id"));
-        async move {
-            let out =
-                calvin_tests::curl(std::path::Path::new("/dev/null"), &["-X", "DELETE", &url])
-                    .await;
-            assert_eq!(out.status, 200);
-        }
-    };
-    end(&first["session"]).await;
+    daemon.end(&first["session"]).await;
     assert_eq!(
         bash(&env_file, "printf '%s' \"$KEPT\""),
         "v1",
         "the second still uses it"
     );
-    end(&second["session"]).await;
+    daemon.end(&second["session"]).await;
     assert!(!env_file.exists(), "gone when the last one ends");
 }

@@ -215,23 +215,9 @@ async fn spawn_thread_posts_the_task_and_starts_the_launcher_with_one_argument_e
     assert_eq!(st["thread_ts"], m.ts.as_str());
 
     // Omitted, the model is the parent's; the permission mode always is.
-    let args = json!([
-        "mcp",
-        "--config",
-        setup.config(),
-        "--channel",
-        setup.channel,
-        "--thread-ts",
-        setup.thread_ts,
-        "--session-dir",
-        setup.session_dir(),
-        "--owner",
-        OWNER,
-        "--model",
-        "smart",
-        "--permission-mode",
-        "bypass",
-    ]);
+    let mut args = setup.stdio_args();
+    args.extend(["--model", "smart", "--permission-mode", "bypass"].map(|a| json!(a)));
+    let args = Value::Array(args);
     let out = drive(setup.stdio_with(
         args,
         json!([call(
@@ -274,12 +260,13 @@ async fn spawn_thread_refuses_a_brief_not_pushed_missing_or_outside_and_posts_no
         &out[0],
         "docs/briefs/local.md is committed but not pushed: it is not on origin/main",
     );
-    assert_refused(&out[1], "does not exist");
+    assert_refused(&out[1], "the brief docs/briefs/missing.md does not exist");
+    assert_refused(&out[2], "the brief ../outside.md resolves to");
     assert_refused(&out[2], "outside the session directory");
-    assert_refused(&out[3], "is not a .md file");
+    assert_refused(&out[3], "the brief docs/README.txt is not a .md file");
     assert_refused(
         &out[4],
-        "differs from the version on origin/main: push your changes first",
+        "docs/briefs/plan.md differs from the version on origin/main: push your changes first",
     );
     assert_refused(
         &out[5],
@@ -451,25 +438,37 @@ async fn checkout_repo_clones_once_and_adds_worktrees_on_the_session_branch() {
     assert_refused(&out[3], "api is not published yet");
     assert_refused(&out[4], "repos has 11 names; give 1 to 10");
     assert_refused(&out[5], "repos has 0 names; give 1 to 10");
+    // Ten names (all the same repository) are one checkout, already there.
     assert_ok(&out[6]);
+    let repos = out[6]["structured"]["repos"].as_array().expect("repos");
+    assert_eq!(repos.len(), 1);
+    assert_eq!(
+        (repos[0]["name"].as_str(), repos[0]["already"].as_bool()),
+        (Some("web"), Some(true))
+    );
     let list = std::fs::read_to_string(&agents).expect("AGENTS.md");
     assert!(
         list.starts_with("# Notes of mine\n\nKeep this.\n"),
         "{list}"
     );
+    let lines: Vec<&str> = list.lines().collect();
     for line in [
-        "web",
-        "lib",
-        "api",
-        "acme/web",
-        "not published yet",
-        "<!-- calvin:workspace-repos begin",
+        "- `web` (acme/web): published",
+        "- `lib` (acme/lib): published",
+        "- `api` (acme/api): not published yet",
+        "<!-- calvin:workspace-repos end -->",
     ] {
         assert!(
-            list.contains(line),
+            lines.contains(&line),
             "{line:?} missing from AGENTS.md:\n{list}"
         );
     }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("<!-- calvin:workspace-repos begin")),
+        "{list}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

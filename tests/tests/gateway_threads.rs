@@ -49,9 +49,7 @@ async fn world(session_in_private: bool) -> GatewaySetup {
     slack.add_conversation(Conversation::private("C0SMALL", "small", &[ALICE, BOB]));
     slack.add_conversation(Conversation::mpim("G0GROUPDM", &[OWNER, ALICE]));
     slack.add_conversation(Conversation::mpim("G0DMLACK", &[OWNER, CAROL]));
-    let mut nobot = Conversation::public("C0NOBOT", "elsewhere");
-    nobot.bot_member = false;
-    slack.add_conversation(nobot);
+    slack.add_conversation(Conversation::public("C0NOBOT", "elsewhere").without_bot());
     setup.thread_ts = slack.add_message(&setup.channel, OWNER, "the session's task", None);
     setup
 }
@@ -113,8 +111,14 @@ async fn read_thread_returns_the_first_message_and_latest_replies_as_untrusted_d
                 .contains("not instructions")
         );
     }
-    // read_thread never posts.
-    assert!(setup.slack.messages().is_empty());
+    // read_thread never writes: no chat.* call at all.
+    let calls = setup.slack.calls();
+    assert!(
+        !calls
+            .iter()
+            .any(|c| c.starts_with("chat.") && c != "chat.getPermalink"),
+        "{calls:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -240,8 +244,10 @@ async fn permalinks_are_parsed_strictly() {
         "is in lower case; Slack's ids are upper case (C0PUBLIC)",
     );
     assert_refused(&out[3], "has no message part");
-    assert_ok(&out[4]);
-    assert_ok(&out[5]);
+    for read in [&out[4], &out[5]] {
+        assert_ok(read);
+        assert_eq!(read["structured"]["thread_ts"], parent.as_str());
+    }
     assert_eq!(out[5]["structured"]["thread_ts"], parent.as_str());
     assert_eq!(out[5]["structured"]["replies"][0]["text"], "a reply");
     assert_refused(
@@ -273,13 +279,20 @@ async fn only_conversations_everyone_in_the_session_can_read_are_readable() {
         read("C0NOBOT", &nobot),
     ])))
     .await;
-    assert_ok(&out[0]);
-    assert_ok(&out[1]);
+    // Each readable one answers its own thread.
+    for (i, channel) in [(0, "C0PUBLIC"), (1, "C0TEAM"), (3, "G0GROUPDM")] {
+        assert_ok(&out[i]);
+        let s = &out[i]["structured"];
+        assert_eq!(
+            (s["channel"].as_str(), s["thread_ts"].as_str()),
+            (Some(channel), Some(parents[i].as_str()))
+        );
+        assert_eq!(s["replies"][0]["text"], "r");
+    }
     assert_refused(
         &out[2],
         "#small is a private channel, and 1 of the people who can read this session's thread is not in it (<@U0OWNER>)",
     );
-    assert_ok(&out[3]);
     assert_refused(&out[4], "G0DMLACK is a direct message, and 1 of the people");
     assert_refused(&out[4], "<@U0ALICE>");
     assert_refused(
@@ -401,9 +414,6 @@ async fn post_thread_turns_channel_wide_mentions_into_plain_text() {
         "ping the #channel and channel_x, mail me@here.com now".to_owned(),
     ];
     assert_eq!(posted, want);
-    for p in &posted {
-        assert!(!p.contains("<!"), "a special mention survived: {p}");
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

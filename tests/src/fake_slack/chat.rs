@@ -5,10 +5,11 @@ use std::collections::HashSet;
 use serde_json::{Value, json};
 
 use super::answers::{Outcome, Refusal};
+use super::conversations::{postable_in, seen_in};
 use super::http_forms::{Args, json_arg, str_arg};
 use super::records::{Ephemeral, PostedMessage, Update};
 use super::state::State;
-use super::workspace::{BOT_ID, BOT_USER_ID, HOST, Kind, TEAM_ID, with_block_ids};
+use super::workspace::{BOT_USER_ID, HOST, with_block_ids};
 
 /// A message's content arguments, checked as Slack checks them.
 struct Content {
@@ -82,13 +83,7 @@ fn recorded(args: &Args) -> Args {
 }
 
 pub(crate) fn post_message(state: &mut State, args: &Args) -> Outcome {
-    let channel = str_arg(args, "channel");
-    let channel = state
-        .workspace
-        .postable(channel.as_deref())
-        .map_err(Refusal::code)?
-        .id
-        .clone();
+    let channel = postable_in(state, args)?.id.clone();
     let content = Content::from_args(args, &state.rejected_block_types)?;
     let thread_ts = str_arg(args, "thread_ts");
     let shown = content.shown();
@@ -107,33 +102,22 @@ pub(crate) fn post_message(state: &mut State, args: &Args) -> Outcome {
         blocks: content.blocks.clone(),
         args: recorded(args),
     });
-    let mut message = json!({
-        "type": "message",
-        "user": BOT_USER_ID,
-        "bot_id": BOT_ID,
-        "team": TEAM_ID,
-        "text": shown,
-        "ts": ts,
-    });
-    if let Some(thread_ts) = thread_ts {
-        message["thread_ts"] = Value::String(thread_ts);
-    }
-    let stored = state.workspace.message(&channel, &ts);
-    if let Some(blocks) = stored.and_then(|m| m.blocks.clone()) {
-        message["blocks"] = blocks;
-    }
+    let message = stored_json(state, &channel, &ts);
     Ok(json!({ "channel": channel, "ts": ts, "message": message }))
+}
+
+/// A stored message as Slack's answers show it.
+fn stored_json(state: &State, channel: &str, ts: &str) -> Value {
+    state
+        .workspace
+        .message(channel, ts)
+        .map(|m| state.workspace.message_json(m))
+        .unwrap_or(Value::Null)
 }
 
 /// Only the bot's own messages; `blocks` left out keep the old ones.
 pub(crate) fn update(state: &mut State, args: &Args) -> Outcome {
-    let channel = str_arg(args, "channel");
-    let channel = state
-        .workspace
-        .seen(channel.as_deref())
-        .map_err(Refusal::code)?
-        .id
-        .clone();
+    let channel = seen_in(state, args)?.id.clone();
     let ts = str_arg(args, "ts").ok_or(Refusal::code("message_not_found"))?;
     let message = state
         .workspace
@@ -152,26 +136,15 @@ pub(crate) fn update(state: &mut State, args: &Args) -> Outcome {
     if content.blocks.is_some() {
         message.blocks = with_block_ids(content.blocks.clone());
     }
-    message.edited = Some(edited.clone());
+    message.edited = Some(edited);
     let thread_ts = message.thread_ts.clone();
-    let blocks = message.blocks.clone();
     state.updates.push(Update {
         channel: channel.clone(),
         ts: ts.clone(),
         text: content.text.or(content.markdown_text),
         blocks: content.blocks,
     });
-    let mut updated = json!({
-        "type": "message",
-        "user": BOT_USER_ID,
-        "bot_id": BOT_ID,
-        "team": TEAM_ID,
-        "text": shown,
-        "edited": { "user": BOT_USER_ID, "ts": edited },
-    });
-    if let Some(blocks) = blocks {
-        updated["blocks"] = blocks;
-    }
+    let updated = stored_json(state, &channel, &ts);
     let mut answer = json!({ "channel": channel, "ts": ts, "text": shown, "message": updated });
     if let Some(thread_ts) = thread_ts {
         answer["thread_ts"] = json!(thread_ts);
@@ -182,17 +155,9 @@ pub(crate) fn update(state: &mut State, args: &Args) -> Outcome {
 /// `user` must see the conversation: anyone known in a public channel, a
 /// member elsewhere (else `user_not_in_channel`).
 pub(crate) fn post_ephemeral(state: &mut State, args: &Args) -> Outcome {
-    let channel = str_arg(args, "channel");
-    let conversation = state
-        .workspace
-        .postable(channel.as_deref())
-        .map_err(Refusal::code)?;
+    let conversation = postable_in(state, args)?;
     let user = str_arg(args, "user").ok_or(Refusal::code("user_not_in_channel"))?;
-    let known = state.workspace.users.contains_key(&user);
-    let sees = match conversation.kind {
-        Kind::Public => known,
-        Kind::Private | Kind::Im | Kind::Mpim => known && conversation.has_member(&user),
-    };
+    let sees = state.workspace.users.contains_key(&user) && conversation.visible_to(&user);
     if !sees {
         return Err(Refusal::code("user_not_in_channel"));
     }
@@ -213,11 +178,7 @@ pub(crate) fn post_ephemeral(state: &mut State, args: &Args) -> Outcome {
 /// `https://fake-slack.test/archives/<channel>/p<ts without the dot>`, and
 /// for a reply `?thread_ts=<parent>&cid=<channel>`.
 pub(crate) fn get_permalink(state: &State, args: &Args) -> Outcome {
-    let channel = str_arg(args, "channel");
-    let channel = state
-        .workspace
-        .seen(channel.as_deref())
-        .map_err(Refusal::code)?;
+    let channel = seen_in(state, args)?;
     let ts = str_arg(args, "message_ts").ok_or(Refusal::code("message_not_found"))?;
     let message = state
         .workspace

@@ -8,6 +8,25 @@ use super::http_forms::{Args, bool_arg, hex_decode, hex_encode, list_arg, str_ar
 use super::state::State;
 use super::workspace::{BOT_USER_ID, Conversation, Kind, parse_ts, ts_key};
 
+/// The conversation the `channel` argument names, as the bot sees it
+/// (else `channel_not_found`).
+pub(crate) fn seen_in<'a>(state: &'a State, args: &Args) -> Result<&'a Conversation, Refusal> {
+    let channel = str_arg(args, "channel");
+    state
+        .workspace
+        .seen(channel.as_deref())
+        .map_err(Refusal::code)
+}
+
+/// As [`seen_in`], and the bot may post there (else `not_in_channel`).
+pub(crate) fn postable_in<'a>(state: &'a State, args: &Args) -> Result<&'a Conversation, Refusal> {
+    let channel = str_arg(args, "channel");
+    state
+        .workspace
+        .postable(channel.as_deref())
+        .map_err(Refusal::code)
+}
+
 /// conversations.members' page size when `limit` is not given.
 const MEMBERS_DEFAULT_LIMIT: usize = 100;
 /// conversations.replies' page size when `limit` is not given.
@@ -18,11 +37,7 @@ const MAX_LIMIT: usize = 1000;
 const MAX_MPIM_USERS: usize = 8;
 
 pub(crate) fn info(state: &State, args: &Args) -> Outcome {
-    let channel = str_arg(args, "channel");
-    let conversation = state
-        .workspace
-        .seen(channel.as_deref())
-        .map_err(Refusal::code)?;
+    let conversation = seen_in(state, args)?;
     let with_num_members = args
         .get("include_num_members")
         .is_some_and(|_| bool_arg(args, "include_num_members"));
@@ -66,11 +81,7 @@ fn next_cursor(kind: &str, next: Option<&str>) -> String {
 }
 
 pub(crate) fn members(state: &State, args: &Args) -> Outcome {
-    let channel = str_arg(args, "channel");
-    let conversation = state
-        .workspace
-        .seen(channel.as_deref())
-        .map_err(Refusal::code)?;
+    let conversation = seen_in(state, args)?;
     let limit = page_size(args, MEMBERS_DEFAULT_LIMIT, "invalid_limit")?;
     let members = conversation.member_ids();
     let start = page_start(args, "user_id", &members, |m| m)?;
@@ -85,11 +96,7 @@ pub(crate) fn members(state: &State, args: &Args) -> Outcome {
 /// The whole thread of `ts`, parent first; `oldest` / `latest` /
 /// `inclusive` narrow the replies (the parent always comes first).
 pub(crate) fn replies(state: &State, args: &Args) -> Outcome {
-    let channel = str_arg(args, "channel");
-    let conversation = state
-        .workspace
-        .seen(channel.as_deref())
-        .map_err(Refusal::code)?;
+    let conversation = seen_in(state, args)?;
     let ts = str_arg(args, "ts").ok_or(Refusal::code("thread_not_found"))?;
     let bound = |name: &str, error: &'static str| match str_arg(args, name) {
         None => Ok(None),

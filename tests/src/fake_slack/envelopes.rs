@@ -417,6 +417,7 @@ impl SocketMode {
         self.sockets.values().cloned().collect()
     }
 
+    #[cfg(test)]
     pub fn acks(&self) -> Vec<Ack> {
         self.acks.clone()
     }

@@ -132,11 +132,7 @@ impl FakeSlack {
     }
 
     /// [`start`](Self::start) with this app-level token.
-    pub async fn start_with_app_token(
-        token: &str,
-        app_token: &str,
-        channels: &[&str],
-    ) -> FakeSlack {
+    async fn start_with_app_token(token: &str, app_token: &str, channels: &[&str]) -> FakeSlack {
         let listener = TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind fake Slack");
@@ -455,11 +451,6 @@ impl FakeSlack {
     pub fn send_disconnect(&self, reason: &str) {
         self.state().socket_mode.disconnect_all(reason);
         self.shared.changed();
-    }
-
-    /// Every ack received, in order.
-    pub fn acks(&self) -> Vec<Ack> {
-        self.state().socket_mode.acks()
     }
 
     /// Each time the envelope was sent, in order.

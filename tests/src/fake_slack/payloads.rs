@@ -54,7 +54,7 @@ fn seen_by<'a>(state: &'a State, user: &str, channel: &str) -> Result<&'a Conver
         .conversations
         .get(channel)
         .ok_or_else(|| format!("no conversation {channel}"))?;
-    let sees = conversation.kind == Kind::Public || conversation.has_member(user);
+    let sees = conversation.visible_to(user);
     if !sees {
         return Err(format!("{user} is not in {channel}"));
     }

@@ -113,6 +113,12 @@ impl Conversation {
         self.member_ids().iter().any(|m| m == user)
     }
 
+    /// Whether `user` can read it: anyone in a public channel, members
+    /// elsewhere.
+    pub(crate) fn visible_to(&self, user: &str) -> bool {
+        self.kind == Kind::Public || self.has_member(user)
+    }
+
     /// Whether the bot can see it at all.
     pub(crate) fn visible(&self) -> bool {
         self.kind == Kind::Public || self.bot_member
