@@ -131,6 +131,21 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// A count from 1 to `max` (absent: `default`); a problem otherwise.
+    pub fn count(&mut self, key: &str, default: usize, max: usize) -> Option<usize> {
+        match self.args.get(key) {
+            None | Some(Value::Null) => Some(default),
+            Some(v) => match integer(v) {
+                Some(n) if n >= 1 && n as u64 <= max as u64 => Some(n as usize),
+                _ => {
+                    self.found
+                        .push(format!("{key} must be an integer from 1 to {max}, got {v}"));
+                    None
+                }
+            },
+        }
+    }
+
     /// The problems as one refusal, or `Ok` when there are none.
     pub fn finish(self, what: &str) -> Result<(), String> {
         if self.found.is_empty() {

@@ -64,6 +64,8 @@ pub struct Workspace {
     pub host: String,
     /// The bot's own user id.
     pub bot_user: String,
+    /// The bot's id (`B…`), which its messages carry as `bot_id`.
+    pub bot_id: Option<String>,
 }
 
 /// What the tools need to know of a conversation (conversations.info).
@@ -104,6 +106,16 @@ pub struct ThreadMessage {
     /// The bot that posted it, for an app's message.
     pub bot_id: Option<String>,
     pub text: String,
+}
+
+/// A message found by a search (search.messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub channel: String,
+    pub ts: String,
+    pub user: Option<String>,
+    pub text: String,
+    pub permalink: Option<String>,
 }
 
 /// A message to post: text (mrkdwn) and optional Block Kit blocks.
@@ -195,4 +207,24 @@ pub trait ChatBackend: Send + Sync + 'static {
 
     /// A person's display name (users.info), for showing who wrote what.
     async fn user_name(&self, user: &str) -> Result<String, ChatError>;
+
+    /// Adds the bot's reaction `name` to a message (reactions.add); `false`
+    /// when the bot had already reacted so (Slack's `already_reacted`).
+    async fn add_reaction(&self, channel: &str, ts: &str, name: &str) -> Result<bool, ChatError>;
+
+    /// The latest `limit` top-level messages of a conversation, oldest
+    /// first, and whether older ones exist (conversations.history).
+    async fn history(
+        &self,
+        channel: &str,
+        limit: usize,
+    ) -> Result<(Vec<ThreadMessage>, bool), ChatError>;
+
+    /// Whether [`ChatBackend::search`] can run (Slack: a user token with
+    /// `search:read` is configured; a bot token cannot search).
+    fn can_search(&self) -> bool;
+
+    /// Messages matching `query`, newest first, at most `count`
+    /// (search.messages, with the user token).
+    async fn search(&self, query: &str, count: usize) -> Result<Vec<Found>, ChatError>;
 }

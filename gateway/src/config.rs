@@ -10,6 +10,12 @@
 //! # app_token = "xapp-..."                 # or SLACK_APP_TOKEN: Socket Mode (`serve` only)
 //! # socket_connections = 2                 # Socket Mode WebSockets held open (1..10)
 //! # reconnect_secs = 5                     # wait between failed Socket Mode connects
+//! # user_token = "xoxp-..."                # or SLACK_USER_TOKEN: search_messages (search:read)
+//!
+//! [permissions]                    # permission_prompt and send_dm's first DM
+//! allow_users = []                 # Slack user ids whose reactions decide, besides the session's owner
+//! timeout_secs = 120               # no decision by then: denied
+//! decision_timeout_secs = 3600     # a plan or a question (the decision bridge)
 //!
 //! [daemon]                         # `mcp`: the `serve` daemon that receives Slack's events
 //! # url = "http://127.0.0.1:8765"
@@ -27,6 +33,10 @@
 //! code_channels = []               # spawn_thread from these posts into the owner's DM
 //!
 //! [launcher]                       # spawn_thread starts sessions with this (no shell)
+//! # The coding CLI gives up on a tool call after its own MCP timeout (about 2 minutes):
+//! # for permission_prompt to wait [permissions] decision_timeout_secs, set the CLI's
+//! # MCP_TOOL_TIMEOUT (milliseconds) in the sessions' environment, e.g. env = ["MCP_TOOL_TIMEOUT"]
+//! # with MCP_TOOL_TIMEOUT=3600000 in the gateway's environment.
 //! command = ["start-session", "--channel", "{channel}", "--thread-ts", "{thread_ts}"]
 //! timeout_secs = 30
 //! env = []                         # variables passed besides PATH, HOME, LANG, ... (never SP_STORE_KEY unless named)
@@ -96,6 +106,8 @@ pub struct GatewayConfig {
     pub launcher: LauncherConfig,
     #[serde(default)]
     pub workspace: WorkspaceConfig,
+    #[serde(default)]
+    pub permissions: PermissionsConfig,
     /// The folder of the file this was read from (relative paths in it
     /// start there).
     #[serde(skip)]
@@ -114,6 +126,9 @@ pub struct SlackConfig {
     pub socket_connections: u32,
     /// How long to wait after a failed Socket Mode connect.
     pub reconnect_secs: u64,
+    /// A person's token (`xoxp-...`) with `search:read`, for
+    /// search_messages (Slack's search refuses bot tokens).
+    pub user_token: Option<String>,
 }
 
 impl Default for SlackConfig {
@@ -124,6 +139,29 @@ impl Default for SlackConfig {
             app_token: None,
             socket_connections: 2,
             reconnect_secs: 5,
+            user_token: None,
+        }
+    }
+}
+
+/// Who decides permission prompts, and how long they wait.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PermissionsConfig {
+    /// Slack user ids whose reactions decide, besides each session's owner.
+    pub allow_users: Vec<String>,
+    /// A permission prompt with no decision by then is denied.
+    pub timeout_secs: u64,
+    /// How long a plan or a question waits (the decision bridge).
+    pub decision_timeout_secs: u64,
+}
+
+impl Default for PermissionsConfig {
+    fn default() -> Self {
+        Self {
+            allow_users: vec![],
+            timeout_secs: 120,
+            decision_timeout_secs: 3600,
         }
     }
 }
@@ -164,6 +202,17 @@ impl Default for LauncherConfig {
             env: vec![],
         }
     }
+}
+
+/// The longest a prompt may wait for its decision: a day.
+pub const MAX_DECISION_SECS: u64 = 86_400;
+
+/// A Slack user id: `U…` or `W…` (Enterprise Grid), upper case letters
+/// and digits.
+pub fn is_user_id(s: &str) -> bool {
+    s.len() >= 3
+        && (s.starts_with('U') || s.starts_with('W'))
+        && s.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
 }
 
 /// The placeholders a launcher template may use.
@@ -261,6 +310,8 @@ pub enum ConfigError {
     DaemonToken { url: String, reason: String },
     #[error("[workspace]: {0}")]
     Workspace(String),
+    #[error("[permissions] {0}")]
+    Permissions(String),
 }
 
 impl GatewayConfig {
@@ -309,7 +360,37 @@ impl GatewayConfig {
         if let Some(url) = &self.daemon.url {
             daemon_url(url)?;
         }
+        self.check_permissions().map_err(ConfigError::Permissions)?;
         Ok(())
+    }
+
+    fn check_permissions(&self) -> Result<(), String> {
+        let p = &self.permissions;
+        if let Some(bad) = p.allow_users.iter().find(|u| !is_user_id(u)) {
+            return Err(format!(
+                "allow_users: {bad:?} is not a Slack user id (U… or W…)"
+            ));
+        }
+        for (key, secs) in [
+            ("timeout_secs", p.timeout_secs),
+            ("decision_timeout_secs", p.decision_timeout_secs),
+        ] {
+            if !(1..=MAX_DECISION_SECS).contains(&secs) {
+                return Err(format!(
+                    "{key} must be from 1 to {MAX_DECISION_SECS} (a day), got {secs}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The user token for search: from the file, else `SLACK_USER_TOKEN`.
+    pub fn user_token(&self) -> Option<String> {
+        self.slack
+            .user_token
+            .clone()
+            .or_else(|| std::env::var("SLACK_USER_TOKEN").ok())
+            .filter(|t| !t.trim().is_empty())
     }
 
     /// The default registration token file of the daemon.

@@ -7,6 +7,8 @@
 //!   only its message, so the hub remembers which thread each message it
 //!   saw belongs to; a reaction to a message it never saw goes to the
 //!   thread that message starts.
+//! - A reaction also goes to the watchers of its message
+//!   ([`EventHub::watch_message`]): a prompt waiting for its answer.
 //! - A button click and a submitted form go to the flow that posted the
 //!   button ([`crate::secret_request`]); they carry its request id.
 
@@ -144,6 +146,8 @@ impl<K: std::hash::Hash + Eq + Clone, V> Remembered<K, V> {
 /// Routes events to sessions.
 pub struct EventHub {
     subscribers: Mutex<HashMap<ThreadKey, Vec<mpsc::Sender<Value>>>>,
+    /// Watchers of one message's reactions, by (channel, message ts).
+    watchers: Mutex<HashMap<ThreadKey, Vec<mpsc::Sender<Value>>>>,
     /// Which thread each message seen is in.
     threads: Mutex<Remembered<ThreadKey, String>>,
     pub secrets: Arc<SecretRequests>,
@@ -153,6 +157,7 @@ impl EventHub {
     pub fn new(secrets: Arc<SecretRequests>) -> Self {
         Self {
             subscribers: Mutex::default(),
+            watchers: Mutex::default(),
             threads: Mutex::new(Remembered::new(REMEMBERED_MESSAGES)),
             secrets,
         }
@@ -171,8 +176,26 @@ impl EventHub {
         rx
     }
 
-    /// Routes `event` to its thread's subscribers, without waiting.
+    /// The reactions added to one message, from now on (as
+    /// [`ChatEvent::to_json`] gives them).
+    pub fn watch_message(&self, channel: &str, ts: &str) -> mpsc::Receiver<Value> {
+        let (tx, rx) = mpsc::channel(SUBSCRIBER_QUEUE);
+        let mut watchers = self.watchers.lock().unwrap_or_else(|e| e.into_inner());
+        let list = watchers
+            .entry((channel.to_owned(), ts.to_owned()))
+            .or_default();
+        list.retain(|tx| !tx.is_closed());
+        list.push(tx);
+        rx
+    }
+
+    /// Routes `event` to its thread's subscribers (and a reaction to its
+    /// message's watchers), without waiting.
     pub fn on_event(&self, event: ChatEvent) {
+        let watched = match &event {
+            ChatEvent::Reaction { channel, ts, .. } => Some((channel.clone(), ts.clone())),
+            ChatEvent::Message { .. } => None,
+        };
         let key = match &event {
             ChatEvent::Message {
                 channel,
@@ -194,20 +217,10 @@ impl EventHub {
             }
         };
         let value = event.to_json(&key.1);
-        let mut subscribers = self.subscribers.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(list) = subscribers.get_mut(&key) {
-            list.retain(|tx| match tx.try_send(value.clone()) {
-                Ok(()) => true,
-                Err(mpsc::error::TrySendError::Full(_)) => {
-                    tracing::warn!(channel = %key.0, thread_ts = %key.1, "a session's event subscriber is behind; an event was dropped for it");
-                    true
-                }
-                Err(mpsc::error::TrySendError::Closed(_)) => false,
-            });
-            if list.is_empty() {
-                subscribers.remove(&key);
-            }
+        if let Some(message) = watched {
+            deliver(&self.watchers, &message, &value);
         }
+        deliver(&self.subscribers, &key, &value);
     }
 
     /// Remembers that the message `ts` is in the thread `root`.
@@ -227,6 +240,29 @@ impl EventHub {
     /// stored in the background.
     pub fn on_submit(&self, form: FormSubmit) -> FormAnswer {
         self.secrets.on_submit(form)
+    }
+}
+
+/// Sends `value` to the receivers listed under `key`, without waiting;
+/// forgets the closed ones.
+fn deliver(
+    map: &Mutex<HashMap<ThreadKey, Vec<mpsc::Sender<Value>>>>,
+    key: &ThreadKey,
+    value: &Value,
+) {
+    let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(list) = map.get_mut(key) {
+        list.retain(|tx| match tx.try_send(value.clone()) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                tracing::warn!(channel = %key.0, ts = %key.1, "an event receiver is behind; an event was dropped for it");
+                true
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        });
+        if list.is_empty() {
+            map.remove(key);
+        }
     }
 }
 
@@ -277,6 +313,32 @@ mod tests {
             (Some("1.0"), Some("eyes"))
         );
         assert!(theirs.try_recv().is_err());
+    }
+
+    #[test]
+    fn a_message_watcher_hears_reactions_to_that_message_only() {
+        let hub = hub();
+        let mut watcher = hub.watch_message("C1", "1.5");
+        hub.on_event(message("C1", "1.5", Some("1.0"), "prompt"));
+        for (ts, reaction) in [("1.6", "eyes"), ("1.5", "+1")] {
+            hub.on_event(ChatEvent::Reaction {
+                channel: "C1".into(),
+                ts: ts.into(),
+                user: "U2".into(),
+                reaction: reaction.into(),
+            });
+        }
+        let heard = watcher.try_recv().expect("the reaction to 1.5");
+        assert_eq!((heard["ts"].as_str(), heard["reaction"].as_str()), (Some("1.5"), Some("+1")));
+        assert!(watcher.try_recv().is_err(), "messages and other reactions are not watched");
+        drop(watcher);
+        hub.on_event(ChatEvent::Reaction {
+            channel: "C1".into(),
+            ts: "1.5".into(),
+            user: "U2".into(),
+            reaction: "-1".into(),
+        });
+        assert!(hub.watchers.lock().expect("lock").is_empty());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! A gateway put together from its configuration, for the process it runs
 //! in: the one place that decides where request_secret's button and form
-//! are handled (they arrive as Slack events, which only the `serve` daemon
-//! receives).
+//! are handled, and where prompts hear their reactions (they arrive as
+//! Slack events, which only the `serve` daemon receives).
 
 use std::sync::Arc;
 
@@ -9,6 +9,7 @@ use anyhow::Context;
 
 use crate::config::GatewayConfig;
 use crate::daemon_client::DaemonClient;
+use crate::decisions::ReactionRoute;
 use crate::events::EventHub;
 use crate::permalink::ChannelId;
 use crate::secret_request::SecretRequests;
@@ -49,10 +50,21 @@ const STDIO_WITHOUT_DAEMON: &str = "no secret was requested: request_secret need
      [daemon] url in gateway.toml to its address (its token comes from [daemon] token_file or \
      CALVIN_DAEMON_TOKEN)";
 
+const DAEMON_HEARS_NOTHING: &str = "this calvin-gateway serve daemon does not receive Slack's \
+     events, so no reaction can answer a prompt; set [slack] app_token or SLACK_APP_TOKEN so it \
+     connects with Socket Mode";
+
+const STDIO_HEARS_NOTHING: &str = "a prompt is answered with a reaction in Slack, which only the \
+     calvin-gateway serve daemon receives; set [daemon] url in gateway.toml to its address";
+
 /// The gateway `config` describes, for `process`.
 pub fn assemble(config: &GatewayConfig, process: Process) -> anyhow::Result<Assembled> {
-    let chat =
-        slack::backend(&config.slack.api_url, config.bot_token()?).context("the Slack client")?;
+    let chat = slack::backend_with_search(
+        &config.slack.api_url,
+        config.bot_token()?,
+        config.user_token(),
+    )
+    .context("the Slack client")?;
     let secrets = match &config.secrets.store_dir {
         Some(dir) => SecretStore::from_env(dir).context("the secret store")?,
         None => None,
@@ -68,6 +80,10 @@ pub fn assemble(config: &GatewayConfig, process: Process) -> anyhow::Result<Asse
         .collect::<anyhow::Result<Vec<_>>>()?;
     let runtime_dir = config.runtime_dir();
     let mut events = None;
+    let mut reactions = ReactionRoute::Nowhere(match process {
+        Process::Daemon => DAEMON_HEARS_NOTHING.into(),
+        Process::Stdio => STDIO_HEARS_NOTHING.into(),
+    });
     let secret_route = match (process, config.app_token()) {
         (Process::Daemon, Some(app_token)) => {
             let requests = Arc::new(SecretRequests::new(
@@ -75,8 +91,10 @@ pub fn assemble(config: &GatewayConfig, process: Process) -> anyhow::Result<Asse
                 secrets.clone(),
                 runtime_dir.clone(),
             ));
+            let hub = Arc::new(EventHub::new(requests.clone()));
+            reactions = ReactionRoute::Here(hub.clone());
             events = Some(Events {
-                hub: Arc::new(EventHub::new(requests.clone())),
+                hub,
                 socket_mode: SocketModeConfig {
                     api_url: config.slack.api_url.clone(),
                     app_token,
@@ -88,7 +106,11 @@ pub fn assemble(config: &GatewayConfig, process: Process) -> anyhow::Result<Asse
         }
         (Process::Daemon, None) => SecretRoute::Nowhere(DAEMON_WITHOUT_EVENTS.into()),
         (Process::Stdio, _) => match config.daemon()? {
-            Some((url, token)) => SecretRoute::Daemon(Box::new(DaemonClient::new(url, token))),
+            Some((url, token)) => {
+                let daemon = DaemonClient::new(url, token);
+                reactions = ReactionRoute::Daemon(Box::new(daemon.clone()));
+                SecretRoute::Daemon(Box::new(daemon))
+            }
             None => SecretRoute::Nowhere(STDIO_WITHOUT_DAEMON.into()),
         },
     };
@@ -104,6 +126,8 @@ pub fn assemble(config: &GatewayConfig, process: Process) -> anyhow::Result<Asse
         code_channels,
         runtime_dir,
         secret_route,
+        permissions: config.permissions.clone(),
+        reactions,
     };
     Ok(Assembled {
         gateway: Arc::new(gateway),

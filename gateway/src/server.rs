@@ -54,7 +54,7 @@ use crate::events::EventHub;
 use crate::secret_request::PostRequest;
 use crate::session::SessionContext;
 use crate::session_env;
-use crate::tools::{Gateway, Runner, SecretRoute, SendFileArgs, result};
+use crate::tools::{Gateway, Runner, SecretRoute, SendFileArgs};
 
 /// The environment variable naming the stdio gateway's send-file socket.
 pub const SEND_FILE_SOCKET_ENV: &str = "CALVIN_SEND_FILE_SOCKET";
@@ -99,11 +99,11 @@ impl ServerHandler for McpHandler {
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let args = request.arguments.unwrap_or_default();
-        let outcome = self.gateway.call(&self.runner, &request.name, &args).await;
-        if let Err(reason) = &outcome {
-            info!(tool = %request.name, %reason, "tool refused");
-        }
-        Ok(result(outcome).into())
+        let result = self
+            .gateway
+            .call_tool(&self.runner, &request.name, &args)
+            .await;
+        Ok(result.into())
     }
 }
 
@@ -354,8 +354,33 @@ pub async fn serve_http(
 /// An NDJSON stream of a session's events, with an empty line every 15 s
 /// so that a dead client is noticed.
 struct EventStream {
+    /// A line sent before the events (`{"watching": true}`).
+    first: Option<Bytes>,
     events: tokio::sync::mpsc::Receiver<Value>,
     heartbeat: tokio::time::Interval,
+}
+
+impl EventStream {
+    fn response(first: Option<Value>, events: tokio::sync::mpsc::Receiver<Value>) -> Response<Body> {
+        let heartbeat = tokio::time::interval_at(
+            tokio::time::Instant::now() + std::time::Duration::from_secs(15),
+            std::time::Duration::from_secs(15),
+        );
+        let first = first.map(|v| Bytes::from(format!("{v}\n")));
+        let mut response = Response::new(
+            EventStream {
+                first,
+                events,
+                heartbeat,
+            }
+            .boxed(),
+        );
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            header::HeaderValue::from_static("application/x-ndjson"),
+        );
+        response
+    }
 }
 
 impl hyper::body::Body for EventStream {
@@ -367,6 +392,9 @@ impl hyper::body::Body for EventStream {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
         use std::task::Poll;
+        if let Some(first) = self.first.take() {
+            return Poll::Ready(Some(Ok(hyper::body::Frame::data(first))));
+        }
         match self.events.poll_recv(cx) {
             Poll::Ready(Some(event)) => {
                 let line = format!("{event}\n");
@@ -394,6 +422,7 @@ impl Daemon {
         match (req.method().clone(), parts.as_slice()) {
             (Method::POST, ["sessions"]) => self.register(req).await,
             (Method::POST, ["secret-requests"]) => self.secret_request(req).await,
+            (Method::GET, ["reactions"]) => self.reactions(&req),
             (Method::GET, ["healthz"]) => json_response(
                 StatusCode::OK,
                 json!({ "status": "ok", "events": self.hub.is_some() }),
@@ -510,16 +539,40 @@ impl Daemon {
             );
         };
         let events = hub.subscribe(&context.channel, &context.thread_ts);
-        let heartbeat = tokio::time::interval_at(
-            tokio::time::Instant::now() + std::time::Duration::from_secs(15),
-            std::time::Duration::from_secs(15),
-        );
-        let mut response = Response::new(EventStream { events, heartbeat }.boxed());
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            header::HeaderValue::from_static("application/x-ndjson"),
-        );
-        response
+        EventStream::response(None, events)
+    }
+
+    /// `GET /reactions?channel=C&ts=T`: the reactions to one message, for
+    /// a stdio gateway's prompt; the first line says the watch is on.
+    fn reactions(&self, req: &Request<Incoming>) -> Response<Body> {
+        if !self.authorized(req) {
+            return json_response(
+                StatusCode::UNAUTHORIZED,
+                json!({ "error": "this needs Authorization: Bearer <the daemon's registration token>" }),
+            );
+        }
+        let Some(hub) = &self.hub else {
+            return json_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                json!({ "error": "this daemon does not receive Slack's events: set [slack] app_token (or SLACK_APP_TOKEN) for Socket Mode" }),
+            );
+        };
+        let query: HashMap<String, String> = req
+            .uri()
+            .query()
+            .map(|q| url::form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+            .unwrap_or_default();
+        let (Some(channel), Some(ts)) = (query.get("channel"), query.get("ts")) else {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                json!({ "error": "give channel and ts: the message whose reactions to stream" }),
+            );
+        };
+        if let Err(why) = crate::session::check_ids(channel, ts) {
+            return json_response(StatusCode::BAD_REQUEST, json!({ "error": why }));
+        }
+        let events = hub.watch_message(channel, ts);
+        EventStream::response(Some(json!({ "watching": true })), events)
     }
 
     /// `POST /secret-requests`: request_secret for a stdio gateway.

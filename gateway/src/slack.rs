@@ -21,8 +21,8 @@ use slack_morphism::errors::SlackClientError;
 use slack_morphism::prelude::*;
 
 use crate::chat::{
-    ChatBackend, ChatError, Conversation, Posted, Text, ThreadMessage, ThreadRef, Upload, Uploaded,
-    Workspace,
+    ChatBackend, ChatError, Conversation, Found, Posted, Text, ThreadMessage, ThreadRef, Upload,
+    Uploaded, Workspace,
 };
 
 /// How many times one call is retried after rate-limit answers.
@@ -85,6 +85,9 @@ const MAX_PAGES: usize = 50;
 pub struct SlackBackend<C: SlackClientHttpConnector + Send> {
     client: SlackClient<C>,
     token: SlackApiToken,
+    /// A person's token (`xoxp-...`, `search:read`): search.messages
+    /// refuses bot tokens.
+    user_token: Option<SlackApiToken>,
     /// auth.test's answer, asked once.
     workspace: tokio::sync::OnceCell<Workspace>,
     /// Display names already looked up.
@@ -95,10 +98,20 @@ pub struct SlackBackend<C: SlackClientHttpConnector + Send> {
 /// `https://slack.com/api/` or `http://127.0.0.1:PORT/api/`) with the bot
 /// token `bot_token` (`xoxb-...`).
 pub fn backend(api_url: &str, bot_token: String) -> Result<Arc<dyn ChatBackend>, SlackSetupError> {
+    backend_with_search(api_url, bot_token, None)
+}
+
+/// [`backend`], searching with the user token `user_token` when given.
+pub fn backend_with_search(
+    api_url: &str,
+    bot_token: String,
+    user_token: Option<String>,
+) -> Result<Arc<dyn ChatBackend>, SlackSetupError> {
     let token = SlackApiToken::new(SlackApiTokenValue::new(bot_token));
+    let user_token = user_token.map(|t| SlackApiToken::new(SlackApiTokenValue::new(t)));
     Ok(match Connector::for_url(api_url)? {
-        Connector::Https(connector) => Arc::new(SlackBackend::new(connector, token)),
-        Connector::Http(connector) => Arc::new(SlackBackend::new(connector, token)),
+        Connector::Https(connector) => Arc::new(SlackBackend::new(connector, token, user_token)),
+        Connector::Http(connector) => Arc::new(SlackBackend::new(connector, token, user_token)),
     })
 }
 
@@ -111,10 +124,11 @@ pub(crate) fn is_loopback(host: &str) -> bool {
 }
 
 impl<C: SlackClientHttpConnector + Send + Sync> SlackBackend<C> {
-    fn new(connector: C, token: SlackApiToken) -> Self {
+    fn new(connector: C, token: SlackApiToken, user_token: Option<SlackApiToken>) -> Self {
         SlackBackend {
             client: SlackClient::new(connector),
             token,
+            user_token,
             workspace: tokio::sync::OnceCell::new(),
             names: Default::default(),
         }
@@ -203,12 +217,7 @@ where
                 "conversations.replies",
                 &[("channel", Some(channel)), ("ts", Some(ts))],
                 |page: Replies, messages| {
-                    messages.extend(page.messages.into_iter().map(|m| ThreadMessage {
-                        ts: m.ts,
-                        user: m.user,
-                        bot_id: m.bot_id,
-                        text: m.text,
-                    }));
+                    messages.extend(page.messages.into_iter().map(ReplyFields::into_message));
                     page.response_metadata.next_cursor.filter(|_| page.has_more)
                 },
             )
@@ -336,6 +345,66 @@ where
         names.insert(user.to_owned(), name.clone());
         Ok(name)
     }
+    async fn add_reaction(&self, channel: &str, ts: &str, name: &str) -> Result<bool, ChatError> {
+        let request = json!({ "channel": channel, "timestamp": ts, "name": name });
+        match self.post_json::<Value>("reactions.add", &request).await {
+            Ok(_) => Ok(true),
+            Err(ChatError::Api(code)) if code == "already_reacted" => Ok(false),
+            Err(err) => Err(err),
+        }
+    }
+
+    async fn history(
+        &self,
+        channel: &str,
+        limit: usize,
+    ) -> Result<(Vec<ThreadMessage>, bool), ChatError> {
+        let limit = limit.to_string();
+        let page: Replies = self
+            .get(
+                "conversations.history",
+                &[("channel", Some(channel)), ("limit", Some(&limit))],
+            )
+            .await?;
+        // Slack answers newest first.
+        let mut messages: Vec<ThreadMessage> =
+            page.messages.into_iter().map(ReplyFields::into_message).collect();
+        messages.reverse();
+        Ok((messages, page.has_more))
+    }
+
+    fn can_search(&self) -> bool {
+        self.user_token.is_some()
+    }
+
+    async fn search(&self, query: &str, count: usize) -> Result<Vec<Found>, ChatError> {
+        let token = self.user_token.as_ref().ok_or_else(|| {
+            ChatError::Api("not_allowed_token_type (search needs a user token)".into())
+        })?;
+        let count = count.to_string();
+        let session = self.client.open_session(token);
+        let params: Vec<(&str, Option<&str>)> = vec![
+            ("query", Some(query)),
+            ("count", Some(&count)),
+            ("sort", Some("timestamp")),
+            ("sort_dir", Some("desc")),
+        ];
+        let answer: SearchAnswer =
+            retrying(|| session.http_session_api.http_get("search.messages", &params, None))
+                .await?;
+        Ok(answer
+            .messages
+            .matches
+            .into_iter()
+            .map(|m| Found {
+                channel: m.channel.id,
+                ts: m.ts,
+                user: m.user,
+                text: m.text,
+                permalink: m.permalink,
+            })
+            .collect())
+    }
 }
 
 impl<C> SlackBackend<C>
@@ -356,6 +425,7 @@ where
         Ok(Workspace {
             host,
             bot_user: answer.user_id,
+            bot_id: answer.bot_id,
         })
     }
 
@@ -415,6 +485,8 @@ where
 struct AuthTest {
     url: String,
     user_id: String,
+    #[serde(default)]
+    bot_id: Option<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -463,6 +535,44 @@ struct ReplyFields {
     user: Option<String>,
     bot_id: Option<String>,
     text: String,
+}
+
+impl ReplyFields {
+    fn into_message(self) -> ThreadMessage {
+        ThreadMessage {
+            ts: self.ts,
+            user: self.user,
+            bot_id: self.bot_id,
+            text: self.text,
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct SearchAnswer {
+    messages: SearchMessages,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct SearchMessages {
+    matches: Vec<SearchMatch>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct SearchMatch {
+    channel: SearchChannel,
+    ts: String,
+    user: Option<String>,
+    text: String,
+    permalink: Option<String>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(default)]
+struct SearchChannel {
+    id: String,
 }
 
 #[derive(serde::Deserialize)]

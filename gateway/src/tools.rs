@@ -4,10 +4,13 @@
 //! into a JSON-RPC error that loses the list). Schemas are in
 //! [`crate::tool_defs`]; read_thread and post_thread in [`crate::threads`],
 //! spawn_thread in [`crate::spawn`], checkout_repo in [`crate::checkout`],
-//! request_secret's flow in [`crate::secret_request`].
+//! request_secret's flow in [`crate::secret_request`], the chat-thread
+//! family's readers and writers in [`crate::chat_tools`], permission_prompt
+//! in [`crate::permission`].
 
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
 use serde_json::{Value, json};
@@ -15,7 +18,8 @@ use serde_json::{Value, json};
 use crate::args::{Args, integer, problems, unknown_args};
 use crate::card;
 use crate::chat::{ChatBackend, ChatError, Upload};
-use crate::config::{LauncherConfig, Mode};
+use crate::config::{LauncherConfig, Mode, PermissionsConfig};
+use crate::decisions::ReactionRoute;
 use crate::daemon_client::DaemonClient;
 use crate::files;
 use crate::secret_request::{NO_KEY, SecretRequest, SecretRequests};
@@ -42,6 +46,10 @@ pub struct Gateway {
     pub runtime_dir: PathBuf,
     /// Where request_secret's button and form are handled.
     pub secret_route: SecretRoute,
+    /// Who decides prompts, and how long they wait.
+    pub permissions: PermissionsConfig,
+    /// Where prompts hear their answers.
+    pub reactions: ReactionRoute,
 }
 
 /// Who handles request_secret's click and form: they arrive as Slack
@@ -62,6 +70,12 @@ pub struct Runner {
     pub counters: Counters,
     /// The permalink of the session's thread, asked once.
     link: tokio::sync::OnceCell<String>,
+    /// Tools allowed for the rest of the session (permission_prompt's ✅).
+    allowed_all: Mutex<HashSet<String>>,
+    /// send_dm: recipients allowed without a prompt (✅), and DMs sent
+    /// (or under way) to each.
+    dm_allowed: Mutex<HashSet<String>>,
+    dms: Mutex<HashMap<String, u32>>,
 }
 
 impl Runner {
@@ -70,8 +84,79 @@ impl Runner {
             context,
             counters: Counters::default(),
             link: tokio::sync::OnceCell::new(),
+            allowed_all: Mutex::default(),
+            dm_allowed: Mutex::default(),
+            dms: Mutex::default(),
         }
     }
+
+    pub(crate) fn allowed_all(&self, tool: &str) -> bool {
+        lock(&self.allowed_all).contains(tool)
+    }
+
+    pub(crate) fn allow_all(&self, tool: &str) {
+        lock(&self.allowed_all).insert(tool.to_owned());
+    }
+
+    pub(crate) fn dm_allowed(&self, recipient: &str) -> bool {
+        lock(&self.dm_allowed).contains(recipient)
+    }
+
+    pub(crate) fn allow_dm(&self, recipient: &str) {
+        lock(&self.dm_allowed).insert(recipient.to_owned());
+    }
+
+    /// Takes one of the DMs to `recipient` ([`DMS_PER_RECIPIENT`] per
+    /// session), under a lock so concurrent calls never pass the limit.
+    pub(crate) fn take_dm(&self, recipient: &str) -> Result<DmSlot<'_>, String> {
+        let mut dms = lock(&self.dms);
+        let n = dms.entry(recipient.to_owned()).or_default();
+        if *n >= DMS_PER_RECIPIENT {
+            return Err(format!(
+                "no DM was sent: send_dm is limited to {DMS_PER_RECIPIENT} DMs per recipient per                  session, and <@{recipient}> has had them all"
+            ));
+        }
+        *n += 1;
+        Ok(DmSlot {
+            runner: self,
+            recipient: recipient.to_owned(),
+            kept: false,
+        })
+    }
+}
+
+use crate::chat_tools::DMS_PER_RECIPIENT;
+
+/// A DM slot: given back when dropped, unless kept.
+pub(crate) struct DmSlot<'a> {
+    runner: &'a Runner,
+    recipient: String,
+    kept: bool,
+}
+
+impl DmSlot<'_> {
+    /// The DM was sent: it counts. How many this recipient has had.
+    pub(crate) fn keep(mut self) -> u32 {
+        self.kept = true;
+        lock(&self.runner.dms)
+            .get(&self.recipient)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for DmSlot<'_> {
+    fn drop(&mut self) {
+        if !self.kept
+            && let Some(n) = lock(&self.runner.dms).get_mut(&self.recipient)
+        {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A tool's answer: a text for the model and, on success, structured
@@ -87,6 +172,44 @@ pub fn result(outcome: ToolOutcome) -> CallToolResult {
         }
         Err(reason) => CallToolResult::error(vec![ContentBlock::text(reason)]),
     }
+}
+
+/// The chat-thread family's tools that answer in its `ok` shape
+/// (permission_prompt answers the CLI's; send_file keeps the first
+/// family's, which it belongs to as well).
+const THREADS_FAMILY: [&str; 7] = [
+    "read_post",
+    "react_to_post",
+    "update_own_post",
+    "list_thread",
+    "read_channel_history",
+    "search_messages",
+    "send_dm",
+];
+
+/// The family's answer: `{"ok": true, ...}` (the tool's structured
+/// content with `ok` first) or `{"ok": false, "reason"}` with `isError`,
+/// as structured content and as its text.
+fn family_result(outcome: ToolOutcome) -> CallToolResult {
+    let (value, failed) = match outcome {
+        Ok((_, structured)) => {
+            let mut answer = serde_json::Map::new();
+            answer.insert("ok".into(), Value::Bool(true));
+            if let Value::Object(fields) = structured {
+                answer.extend(fields);
+            }
+            (Value::Object(answer), false)
+        }
+        Err(reason) => (json!({ "ok": false, "reason": reason }), true),
+    };
+    let text = ContentBlock::text(value.to_string());
+    let mut r = if failed {
+        CallToolResult::error(vec![text])
+    } else {
+        CallToolResult::success(vec![text])
+    };
+    r.structured_content = Some(value);
+    r
 }
 
 /// How a listed tool behaves here.
@@ -125,6 +248,11 @@ fn available(mode: Mode, tool: &str, has_workspace: bool) -> Option<Availability
         (
             "spawn_thread" | "read_thread" | "post_thread" | "request_secret",
             SelfHosted | Hosted,
+        ) => Some(Runs),
+        (
+            "permission_prompt" | "read_post" | "react_to_post" | "update_own_post"
+            | "list_thread" | "read_channel_history" | "search_messages" | "send_dm",
+            _,
         ) => Some(Runs),
         ("preview" | "unpreview", Hosted) => Some(Runs),
         ("preview" | "unpreview", SelfHosted) => Some(Refused(TUNNEL_OFF)),
@@ -193,6 +321,34 @@ impl Gateway {
         available(self.mode, tool, self.workspace.is_some())
     }
 
+    /// A tool call's MCP result, in its family's shape: the chat-thread
+    /// family answers `{"ok": true, ...}` or `{"ok": false, "reason"}` (as
+    /// structured content and as its text), permission_prompt the CLI's
+    /// `{"behavior": ...}`, the others a sentence and structured content.
+    pub async fn call_tool(&self, runner: &Runner, name: &str, args: &JsonObject) -> CallToolResult {
+        let known = self.available_here(name) == Some(Availability::Runs);
+        if known && name == "permission_prompt" {
+            return match self.permission_prompt(runner, args).await {
+                Ok(decision) => {
+                    let answer = decision.to_json();
+                    let mut r = CallToolResult::success(vec![ContentBlock::text(answer.to_string())]);
+                    r.structured_content = Some(answer);
+                    r
+                }
+                Err(reason) => family_result(Err(reason)),
+            };
+        }
+        let outcome = self.call(runner, name, args).await;
+        if let Err(reason) = &outcome {
+            tracing::info!(tool = %name, %reason, "tool refused");
+        }
+        if known && THREADS_FAMILY.contains(&name) {
+            family_result(outcome)
+        } else {
+            result(outcome)
+        }
+    }
+
     pub async fn call(&self, runner: &Runner, name: &str, args: &JsonObject) -> ToolOutcome {
         match self.available_here(name) {
             None => {
@@ -217,6 +373,17 @@ impl Gateway {
             "request_secret" => self.request_secret(runner, args).await,
             "preview" => self.preview(args).await,
             "unpreview" => self.unpreview(args).await,
+            "read_post" => self.read_post(runner, args).await,
+            "react_to_post" => self.react_to_post(runner, args).await,
+            "update_own_post" => self.update_own_post(runner, args).await,
+            "list_thread" => self.list_thread(runner, args).await,
+            "read_channel_history" => self.read_channel_history(runner, args).await,
+            "search_messages" => self.search_messages(runner, args).await,
+            "send_dm" => self.send_dm(runner, args).await,
+            "permission_prompt" => self
+                .permission_prompt(runner, args)
+                .await
+                .map(|d| (d.to_json().to_string(), d.to_json())),
             _ => Err(format!("there is no tool {name:?}")),
         }
     }
@@ -668,10 +835,23 @@ mod tests {
             "post_thread",
             "request_secret",
         ];
-        assert_eq!(names(Mode::OneMachine, true), ["send_file", "post_card"]);
+        let family = [
+            "permission_prompt",
+            "read_post",
+            "react_to_post",
+            "update_own_post",
+            "list_thread",
+            "read_channel_history",
+            "search_messages",
+            "send_dm",
+        ];
+        let mut want = vec!["send_file", "post_card"];
+        want.extend(family);
+        assert_eq!(names(Mode::OneMachine, true), want, "the chat tools need no tunnel");
         let mut want = vec!["send_file", "post_card"];
         want.extend(threads);
         want.extend(["preview", "unpreview"]);
+        want.extend(family);
         assert_eq!(names(Mode::SelfHosted, false), want);
         want.insert(2, "checkout_repo");
         assert_eq!(names(Mode::SelfHosted, true), want);
@@ -684,7 +864,10 @@ mod tests {
             available(Mode::Hosted, "unpreview", false),
             Some(Availability::Runs)
         );
-        let unpreview = all_tools().pop().unwrap();
+        let unpreview = all_tools()
+            .into_iter()
+            .find(|t| t.name == "unpreview")
+            .unwrap();
         let a = unpreview.annotations.unwrap();
         assert_eq!(a.destructive_hint, Some(true));
         assert_eq!(a.read_only_hint, Some(false));

@@ -1,0 +1,547 @@
+//! permission_prompt: the coding CLI's permission handler
+//! (`--permission-prompt-tool mcp__calvin__permission_prompt`).
+//!
+//! The CLI calls it with `{tool_name, input, tool_use_id?}` before a tool
+//! that needs approval, and reads the first text block of the result as
+//! JSON: `{"behavior": "allow", "updatedInput": {...}}` or
+//! `{"behavior": "deny", "message": "..."}` (Claude Code's permission
+//! prompt tool contract; see the README). Those are the answers here.
+//!
+//! - Tools that never ask ([`NEVER_ASK`]) and tools already allowed for
+//!   the rest of the session are allowed at once, without a post.
+//! - `ExitPlanMode` and `AskUserQuestion` go over the decision bridge: the
+//!   plan, or each question with its numbered options, is posted with its
+//!   own reactions. A multi-select question, or a failure of that path,
+//!   falls back: a plan to the generic prompt, a question to allow.
+//! - Anything else gets the generic prompt: "Permission requested: <tool>
+//!   <summary>" with 👍 (once), ✅ (this tool for the rest of the session)
+//!   and 👎 (deny).
+
+use std::time::Duration;
+
+use rmcp::model::JsonObject;
+use serde_json::{Map, Value, json};
+
+use crate::card::escape_mrkdwn;
+use crate::decisions::{Heard, Question};
+use crate::threads::neutralise_mentions;
+use crate::tools::{Gateway, Runner};
+
+/// This server's tools as the CLI names them.
+const OWN_PREFIX: &str = "mcp__calvin__";
+
+/// Tools of both families allowed without a post: the readers, and the
+/// chat tools the threads spec auto-approves (each has its own guardrail;
+/// send_dm asks by itself before a first DM).
+pub const NEVER_ASK: [&str; 10] = [
+    "read_thread",
+    "send_file",
+    "read_post",
+    "react_to_post",
+    "update_own_post",
+    "list_thread",
+    "read_channel_history",
+    "search_messages",
+    "send_dm",
+    "permission_prompt",
+];
+
+/// The generic prompt's reactions: once, all uses, deny.
+pub const ALLOW_ONCE: &str = "+1";
+pub const ALLOW_ALL: &str = "white_check_mark";
+pub const DENY: &str = "-1";
+/// A plan's reactions.
+pub const APPROVE_PLAN: &str = "white_check_mark";
+pub const REJECT_PLAN: &str = "x";
+/// A question's options, in order.
+pub const NUMBERS: [&str; 10] = [
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "keycap_ten",
+];
+
+/// The longest summary of a tool's input shown, and of each value in it.
+pub const SUMMARY_CHARS: usize = 1_500;
+pub const VALUE_CHARS: usize = 300;
+/// The longest plan shown in full.
+pub const PLAN_CHARS: usize = 12_000;
+
+/// The CLI's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    Allow(Value),
+    Deny(String),
+}
+
+impl Decision {
+    /// The JSON the CLI parses.
+    pub fn to_json(&self) -> Value {
+        match self {
+            Decision::Allow(input) => json!({ "behavior": "allow", "updatedInput": input }),
+            Decision::Deny(message) => json!({ "behavior": "deny", "message": message }),
+        }
+    }
+}
+
+/// The generic prompt's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Once(String),
+    All(String),
+    Denied(String),
+    NoAnswer,
+}
+
+impl Gateway {
+    pub(crate) async fn permission_prompt(
+        &self,
+        runner: &Runner,
+        args: &JsonObject,
+    ) -> Result<Decision, String> {
+        // Only tool_name and input are read: a later CLI may send more
+        // (tool_use_id today), which must not turn into a refusal.
+        let mut found = Vec::new();
+        let tool = match args.get("tool_name") {
+            None | Some(Value::Null) => {
+                found.push("tool_name is required: the tool asking for permission".into());
+                None
+            }
+            Some(Value::String(s)) if s.trim().is_empty() => {
+                found.push("tool_name is empty".into());
+                None
+            }
+            Some(Value::String(s)) => Some(s.trim().to_owned()),
+            Some(v) => {
+                found.push(format!("tool_name must be a string, got {v}"));
+                None
+            }
+        };
+        let input = match args.get("input") {
+            Some(Value::Object(o)) => Some(o.clone()),
+            Some(v) => {
+                found.push(format!("input must be an object, got {v}"));
+                None
+            }
+            None => {
+                found.push("input is required: the tool's input parameters".into());
+                None
+            }
+        };
+        let (Some(tool), Some(input), true) = (tool, input, found.is_empty()) else {
+            return Err(crate::args::problems("no permission was decided", &found));
+        };
+        let own = tool.strip_prefix(OWN_PREFIX);
+        if own.is_some_and(|t| NEVER_ASK.contains(&t)) || runner.allowed_all(&tool) {
+            return Ok(Decision::Allow(Value::Object(input)));
+        }
+        match tool.as_str() {
+            "ExitPlanMode" => {
+                if let Some(decision) = self.plan(runner, &input).await {
+                    return Ok(decision);
+                }
+            }
+            "AskUserQuestion" => return Ok(self.questions(runner, input).await),
+            _ => {}
+        }
+        Ok(self.generic_prompt(runner, &tool, input).await)
+    }
+
+    /// The generic prompt, and its decision (denied when it cannot be
+    /// asked).
+    async fn generic_prompt(&self, runner: &Runner, tool: &str, input: JsonObject) -> Decision {
+        let secrets = self
+            .secret_values(&runner.context)
+            .await
+            .unwrap_or_default();
+        let head = format!(
+            "Permission requested: *{}*",
+            escape_mrkdwn(&neutralise_mentions(tool))
+        );
+        let summary = summary(tool, &input, &secrets);
+        let verdict = self.ask_permission(runner, &head, &summary).await;
+        match verdict {
+            Ok(Verdict::Once(_)) => Decision::Allow(Value::Object(input)),
+            Ok(Verdict::All(_)) => {
+                runner.allow_all(tool);
+                Decision::Allow(Value::Object(input))
+            }
+            Ok(Verdict::Denied(user)) => Decision::Deny(format!(
+                "Permission to use {tool} was denied in Slack by {}.",
+                self.name_of(&user).await
+            )),
+            Ok(Verdict::NoAnswer) => Decision::Deny(format!(
+                "Permission to use {tool} was denied: nobody answered in Slack within {} s.",
+                self.permissions.timeout_secs
+            )),
+            Err(why) => Decision::Deny(format!(
+                "Permission to use {tool} was denied: it could not be asked in Slack ({why})."
+            )),
+        }
+    }
+
+    /// Posts "<head>\n<body>" with the three reactions in the session's
+    /// thread and waits `[permissions] timeout_secs`; the post then says
+    /// the outcome and who decided. Used by permission_prompt and by
+    /// send_dm's first DM.
+    pub(crate) async fn ask_permission(
+        &self,
+        runner: &Runner,
+        head: &str,
+        body: &str,
+    ) -> Result<Verdict, String> {
+        let context = &runner.context;
+        let deciders = self.deciders(context)?;
+        let text = format!(
+            "{head}\n{body}\n_:+1: allow once · :white_check_mark: allow every use for the rest of \
+             this session · :-1: deny_"
+        );
+        let question = Question {
+            text,
+            options: vec![ALLOW_ONCE, ALLOW_ALL, DENY],
+            deciders,
+            timeout: Duration::from_secs(self.permissions.timeout_secs),
+        };
+        let asked = self.ask(&context.thread(), question).await?;
+        let (verdict, outcome) = match &asked.heard {
+            Heard::Chose { option: 0, user } => (
+                Verdict::Once(user.clone()),
+                format!(":+1: Allowed once by <@{user}>"),
+            ),
+            Heard::Chose { option: 1, user } => (
+                Verdict::All(user.clone()),
+                format!(":white_check_mark: Allowed for the rest of this session by <@{user}>"),
+            ),
+            Heard::Chose { user, .. } => (
+                Verdict::Denied(user.clone()),
+                format!(":-1: Denied by <@{user}>"),
+            ),
+            Heard::NoAnswer => (
+                Verdict::NoAnswer,
+                format!(
+                    ":hourglass: Denied: no answer within {} s",
+                    self.permissions.timeout_secs
+                ),
+            ),
+        };
+        self.settle(&asked, &format!("{head}\n{body}\n{outcome}"))
+            .await;
+        Ok(verdict)
+    }
+
+    /// ExitPlanMode over the bridge; `None` when the bridge failed (the
+    /// generic prompt follows).
+    async fn plan(&self, runner: &Runner, input: &JsonObject) -> Option<Decision> {
+        let plan = input.get("plan").and_then(Value::as_str)?;
+        let deciders = self.deciders(&runner.context).ok()?;
+        let shown = cut(plan, PLAN_CHARS);
+        let head = "*Plan for approval*";
+        let body = escape_mrkdwn(&neutralise_mentions(&shown));
+        let question = Question {
+            text: format!(
+                "{head}\n{body}\n_:white_check_mark: approve · :x: reject_"
+            ),
+            options: vec![APPROVE_PLAN, REJECT_PLAN],
+            deciders,
+            timeout: Duration::from_secs(self.permissions.decision_timeout_secs),
+        };
+        let asked = match self.ask(&runner.context.thread(), question).await {
+            Ok(asked) => asked,
+            Err(why) => {
+                tracing::warn!(%why, "the plan went to the generic prompt");
+                return None;
+            }
+        };
+        let (decision, outcome) = match &asked.heard {
+            Heard::Chose { option: 0, user } => (
+                Decision::Allow(Value::Object(input.clone())),
+                format!(":white_check_mark: Approved by <@{user}>"),
+            ),
+            Heard::Chose { user, .. } => (
+                Decision::Deny(format!(
+                    "The plan was rejected in Slack by {}. Ask in the thread what to change, then \
+                     present a new plan.",
+                    self.name_of(user).await
+                )),
+                format!(":x: Rejected by <@{user}>"),
+            ),
+            Heard::NoAnswer => (
+                Decision::Deny(format!(
+                    "The plan was not approved: nobody answered in Slack within {} s.",
+                    self.permissions.decision_timeout_secs
+                )),
+                format!(
+                    ":hourglass: Not approved: no answer within {} s",
+                    self.permissions.decision_timeout_secs
+                ),
+            ),
+        };
+        self.settle(&asked, &format!("{head}\n{body}\n{outcome}"))
+            .await;
+        Some(decision)
+    }
+
+    /// AskUserQuestion over the bridge: each single-select question posted
+    /// in turn with one reaction per option; the answers go back in the
+    /// input's `answers` (question text -> chosen label). A multi-select
+    /// question, an unreadable one or a failure: allowed as it is, for the
+    /// CLI to handle.
+    async fn questions(&self, runner: &Runner, mut input: JsonObject) -> Decision {
+        let Some(questions) = single_select_questions(&input) else {
+            return Decision::Allow(Value::Object(input));
+        };
+        let Ok(deciders) = self.deciders(&runner.context) else {
+            return Decision::Allow(Value::Object(input));
+        };
+        let mut answers = Map::new();
+        for q in questions {
+            let head = format!(
+                "*Question*{}: {}",
+                q.header
+                    .as_deref()
+                    .map(|h| format!(" ({})", escape_mrkdwn(&neutralise_mentions(h))))
+                    .unwrap_or_default(),
+                escape_mrkdwn(&neutralise_mentions(&q.question))
+            );
+            let lines: Vec<String> = q
+                .options
+                .iter()
+                .enumerate()
+                .map(|(i, (label, description))| {
+                    let mut line = format!(
+                        ":{}: {}",
+                        NUMBERS[i],
+                        escape_mrkdwn(&neutralise_mentions(label))
+                    );
+                    if let Some(d) = description.as_deref().filter(|d| !d.is_empty()) {
+                        line.push_str(&format!(" — {}", escape_mrkdwn(&neutralise_mentions(d))));
+                    }
+                    line
+                })
+                .collect();
+            let body = format!("{}\n_React with the number of your answer._", lines.join("\n"));
+            let question = Question {
+                text: format!("{head}\n{body}"),
+                options: NUMBERS[..q.options.len()].to_vec(),
+                deciders: deciders.clone(),
+                timeout: Duration::from_secs(self.permissions.decision_timeout_secs),
+            };
+            let asked = match self.ask(&runner.context.thread(), question).await {
+                Ok(asked) => asked,
+                Err(why) => {
+                    tracing::warn!(%why, "a question went back to the CLI unanswered");
+                    return Decision::Allow(Value::Object(input));
+                }
+            };
+            match &asked.heard {
+                Heard::Chose { option, user } => {
+                    let label = &q.options[*option].0;
+                    self.settle(
+                        &asked,
+                        &format!(
+                            "{head}\n{}\n:ballot_box_with_check: <@{user}> answered *{}*",
+                            lines.join("\n"),
+                            escape_mrkdwn(&neutralise_mentions(label))
+                        ),
+                    )
+                    .await;
+                    answers.insert(q.question.clone(), Value::String(label.clone()));
+                }
+                Heard::NoAnswer => {
+                    self.settle(
+                        &asked,
+                        &format!(
+                            "{head}\n{}\n:hourglass: No answer within {} s",
+                            lines.join("\n"),
+                            self.permissions.decision_timeout_secs
+                        ),
+                    )
+                    .await;
+                    return Decision::Allow(Value::Object(input));
+                }
+            }
+        }
+        input.insert("answers".into(), Value::Object(answers));
+        Decision::Allow(Value::Object(input))
+    }
+
+    /// A person's name for a message to the model: "Name (U…)".
+    pub(crate) async fn name_of(&self, user: &str) -> String {
+        match self.chat.user_name(user).await {
+            Ok(name) if name != user => format!("{name} ({user})"),
+            _ => user.to_owned(),
+        }
+    }
+}
+
+/// One question of AskUserQuestion.
+struct AskedQuestion {
+    question: String,
+    header: Option<String>,
+    /// (label, description)
+    options: Vec<(String, Option<String>)>,
+}
+
+/// AskUserQuestion's questions when every one is single-select with 2 to
+/// 10 options; `None` otherwise (the CLI handles it).
+fn single_select_questions(input: &JsonObject) -> Option<Vec<AskedQuestion>> {
+    let list = input.get("questions")?.as_array()?;
+    if list.is_empty() {
+        return None;
+    }
+    list.iter()
+        .map(|q| {
+            if q.get("multiSelect").and_then(Value::as_bool) == Some(true) {
+                return None;
+            }
+            let options = q.get("options")?.as_array()?;
+            if !(1..=NUMBERS.len()).contains(&options.len()) {
+                return None;
+            }
+            let options = options
+                .iter()
+                .map(|o| {
+                    let label = match o {
+                        Value::String(s) => s.clone(),
+                        o => o.get("label")?.as_str()?.to_owned(),
+                    };
+                    let description = o
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                    Some((label, description))
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Some(AskedQuestion {
+                question: q.get("question")?.as_str()?.to_owned(),
+                header: q.get("header").and_then(Value::as_str).map(str::to_owned),
+                options,
+            })
+        })
+        .collect()
+}
+
+/// `text` cut at `max` characters, saying how much was left out.
+fn cut(text: &str, max: usize) -> String {
+    let n = text.chars().count();
+    if n <= max {
+        return text.to_owned();
+    }
+    let kept: String = text.chars().take(max).collect();
+    format!("{kept}… [cut: {} more characters]", n - max)
+}
+
+/// Whether a key's value is a secret by its name.
+fn secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase().replace(['-', '_'], "");
+    ["password", "passwd", "secret", "token", "apikey", "authorization", "credential", "privatekey"]
+        .iter()
+        .any(|s| k.contains(s))
+}
+
+/// A tool's input as a person reads it: a command or a path first, then
+/// `key: value` lines; values cut at [`VALUE_CHARS`], the whole at
+/// [`SUMMARY_CHARS`]. The session's secret values and the values of
+/// secret-named keys are hidden. Escaped for Slack, mentions neutral.
+pub fn summary(tool: &str, input: &JsonObject, secrets: &[String]) -> String {
+    let value_text = |key: &str, v: &Value| -> String {
+        if secret_key(key) {
+            return "[hidden]".into();
+        }
+        let raw = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let mut shown = raw;
+        for secret in secrets.iter().filter(|s| !s.is_empty()) {
+            shown = shown.replace(secret.as_str(), "[secret]");
+        }
+        cut(&shown, VALUE_CHARS)
+    };
+    // The field a person looks at first, for the CLI's common tools.
+    let lead = match tool {
+        "Bash" => Some("command"),
+        "Write" | "Edit" | "MultiEdit" | "Read" | "NotebookEdit" => Some("file_path"),
+        "WebFetch" => Some("url"),
+        "Glob" | "Grep" => Some("pattern"),
+        _ => None,
+    };
+    let mut lines = Vec::new();
+    if let Some(key) = lead
+        && let Some(v) = input.get(key)
+    {
+        lines.push(format!("`{}`", value_text(key, v).replace('`', "'")));
+    }
+    for (key, v) in input {
+        if Some(key.as_str()) == lead {
+            continue;
+        }
+        lines.push(format!("{key}: {}", value_text(key, v)));
+    }
+    let text = cut(&lines.join("\n"), SUMMARY_CHARS);
+    escape_mrkdwn(&neutralise_mentions(&text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(v: Value) -> JsonObject {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    #[test]
+    fn summaries_hide_secrets_and_cut_long_values() {
+        let input = obj(json!({
+            "command": "curl -H 'x: hunter2-value' https://example.com",
+            "api_key": "abc",
+            "description": "d".repeat(VALUE_CHARS + 5),
+        }));
+        let s = summary("Bash", &input, &["hunter2-value".into()]);
+        assert!(s.starts_with("`curl -H 'x: [secret]' https://example.com`"), "{s}");
+        assert!(s.contains("api_key: [hidden]"), "{s}");
+        assert!(!s.contains("hunter2"), "{s}");
+        assert!(s.contains("[cut: 5 more characters]"), "{s}");
+        let long = obj(json!({ "a": "x".repeat(VALUE_CHARS), "b": "y".repeat(VALUE_CHARS), "c": "z".repeat(VALUE_CHARS), "d": "w".repeat(VALUE_CHARS), "e": "v".repeat(VALUE_CHARS) }));
+        let s = summary("Other", &long, &[]);
+        assert!(s.chars().count() < SUMMARY_CHARS + 40, "{}", s.len());
+        assert!(s.ends_with("more characters]"), "{s}");
+    }
+
+    #[test]
+    fn summaries_neutralise_mentions_and_escape() {
+        let s = summary("Write", &obj(json!({"file_path": "<!channel> & a.txt"})), &[]);
+        assert!(!s.contains("<!channel>"), "{s}");
+        assert!(s.contains("&amp;"), "{s}");
+    }
+
+    #[test]
+    fn only_single_select_questions_are_bridged() {
+        let one = obj(json!({"questions": [{"question": "Which?", "header": "Pick", "multiSelect": false,
+            "options": [{"label": "A", "description": "first"}, {"label": "B", "description": "second"}]}]}));
+        let qs = single_select_questions(&one).expect("bridged");
+        assert_eq!(qs[0].options[1].0, "B");
+        let multi = obj(json!({"questions": [{"question": "Which?", "header": "Pick", "multiSelect": true,
+            "options": [{"label": "A"}, {"label": "B"}]}]}));
+        assert!(single_select_questions(&multi).is_none());
+        assert!(single_select_questions(&obj(json!({"questions": []}))).is_none());
+    }
+
+    #[test]
+    fn decisions_have_the_clis_shape() {
+        assert_eq!(
+            Decision::Allow(json!({"a": 1})).to_json(),
+            json!({"behavior": "allow", "updatedInput": {"a": 1}})
+        );
+        assert_eq!(
+            Decision::Deny("no".into()).to_json(),
+            json!({"behavior": "deny", "message": "no"})
+        );
+    }
+}
