@@ -19,8 +19,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use calvin_tests::fake_slack::{
-    APP_ID, BOT_ID, BOT_USER_ID, Conversation, EnvelopeKind, EnvelopeStatus, FakeSlack, SocketEnd,
-    TEAM_ID,
+    APP_ID, AddedReaction, BOT_ID, BOT_USER_ID, Conversation, EnvelopeKind, EnvelopeStatus,
+    FakeSlack, MAX_EMOJI_PER_MESSAGE, MAX_REACTIONS_PER_PERSON, SEARCHER_ID, SocketEnd, TEAM_ID,
 };
 use futures_util::{SinkExt, StreamExt};
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -705,6 +705,208 @@ async fn unknown_methods_stay_unknown() {
     assert_eq!(code(answer), "unknown_method");
 }
 
+/// conversations.history's page: the messages' ts, `has_more`, the cursor.
+async fn history_page(
+    session: &SlackClientSession<'_, Connector>,
+    request: &SlackApiConversationsHistoryRequest,
+) -> (
+    Vec<SlackHistoryMessage>,
+    Option<bool>,
+    Option<SlackCursorId>,
+) {
+    let page = session
+        .conversations_history(request)
+        .await
+        .expect("history");
+    let cursor = page.response_metadata.and_then(|m| m.next_cursor);
+    let cursor = cursor.filter(|c| !c.0.is_empty());
+    (page.messages, page.has_more, cursor)
+}
+
+fn ts_of(messages: &[SlackHistoryMessage]) -> Vec<&str> {
+    messages.iter().map(|m| m.origin.ts.0.as_str()).collect()
+}
+
+#[tokio::test]
+async fn conversations_history_is_newest_first_in_pages() {
+    let fake = fake().await;
+    let first = fake.add_message(CHANNEL, ADA, "one", None);
+    fake.add_message(CHANNEL, BOB, "a reply", Some(&first));
+    let client = client(&fake);
+    let bot = token(TOKEN);
+    let session = client.open_session(&bot);
+    let post = SlackApiChatPostMessageRequest::new(channel(CHANNEL), text("two"));
+    let second = session.chat_post_message(&post).await.expect("post").ts.0;
+    let third = fake.add_message(CHANNEL, ADA, "three", None);
+
+    let request = SlackApiConversationsHistoryRequest::new()
+        .with_channel(channel(CHANNEL))
+        .with_limit(2);
+    let (page, has_more, cursor) = history_page(&session, &request).await;
+    assert_eq!(ts_of(&page), [&third, &second], "newest first, no replies");
+    assert_eq!(has_more, Some(true));
+    let from_ada = &page[0];
+    assert_eq!(from_ada.sender.user, Some(SlackUserId::new(ADA.into())));
+    assert_eq!(from_ada.sender.bot_id, None);
+    let from_bot = &page[1];
+    assert_eq!(
+        from_bot.sender.user,
+        Some(SlackUserId::new(BOT_USER_ID.into()))
+    );
+    assert_eq!(from_bot.sender.bot_id, Some(SlackBotId::new(BOT_ID.into())));
+    assert_eq!(from_bot.content.text.as_deref(), Some("two"));
+
+    let next = request.clone().with_cursor(cursor.expect("a cursor"));
+    let (page, has_more, cursor) = history_page(&session, &next).await;
+    assert_eq!(ts_of(&page), [&first]);
+    assert_eq!((has_more, cursor), (Some(false), None));
+    assert_eq!(page[0].parent.reply_count, Some(1));
+
+    let since = SlackApiConversationsHistoryRequest::new()
+        .with_channel(channel(CHANNEL))
+        .with_oldest(ts(&first));
+    let (page, _, _) = history_page(&session, &since).await;
+    assert_eq!(ts_of(&page), [&third, &second], "after oldest");
+    let (page, _, _) = history_page(&session, &since.with_inclusive(true)).await;
+    assert_eq!(ts_of(&page), [&third, &second, &first], "inclusive");
+    let before = SlackApiConversationsHistoryRequest::new()
+        .with_channel(channel(CHANNEL))
+        .with_latest(ts(&third));
+    let (page, _, _) = history_page(&session, &before).await;
+    assert_eq!(ts_of(&page), [&second, &first], "before latest");
+
+    let bad_cursor = request.with_cursor(SlackCursorId::new("garbage".into()));
+    let refused = session.conversations_history(&bad_cursor).await;
+    assert_eq!(code(refused), "invalid_cursor");
+    fake.add_conversation(Conversation::public("C0OUTSIDE1", "outside").without_bot());
+    fake.add_conversation(Conversation::private("C0HIDDEN01", "hidden", &[ADA]).without_bot());
+    fake.add_conversation(Conversation::im("D0BOB00001", BOB).without_bot());
+    for (id, error) in [
+        ("C0OUTSIDE1", "not_in_channel"),
+        ("C0HIDDEN01", "channel_not_found"),
+        ("D0BOB00001", "channel_not_found"),
+        ("C0NOWHERE1", "channel_not_found"),
+    ] {
+        let request = SlackApiConversationsHistoryRequest::new().with_channel(channel(id));
+        let refused = session.conversations_history(&request).await;
+        assert_eq!(code(refused), error, "{id}");
+    }
+}
+
+/// search.messages with `token`, as raw JSON.
+async fn search(
+    client: &SlackClient<Connector>,
+    token_value: &str,
+    args: Value,
+) -> ClientResult<Value> {
+    let token = token(token_value);
+    let session = client.open_session(&token);
+    session
+        .http_session_api
+        .http_post("search.messages", &args, None)
+        .await
+}
+
+fn matched(answer: &Value) -> Vec<(&str, &str)> {
+    let matches = answer["messages"]["matches"].as_array().expect("matches");
+    matches
+        .iter()
+        .map(|m| {
+            let channel = m["channel"]["id"].as_str().expect("channel id");
+            (channel, m["text"].as_str().expect("text"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn search_messages_wants_the_user_token_and_sees_what_its_person_sees() {
+    let fake = fake().await;
+    let searcher = fake.user_token();
+    assert!(searcher.starts_with("xoxp-"), "{searcher}");
+    fake.add_conversation(
+        Conversation::private("C0SECRET01", "secret", &[SEARCHER_ID, ADA]).without_bot(),
+    );
+    fake.add_conversation(Conversation::private("C0ADAONLY1", "ada-only", &[ADA]));
+    fake.add_conversation(Conversation::public("C0OUTSIDE1", "outside").without_bot());
+    let client = client(&fake);
+    let bot = token(TOKEN);
+    let session = client.open_session(&bot);
+
+    let parent = fake.add_message(CHANNEL, ADA, "Deploy the API?", None);
+    let post = SlackApiChatPostMessageRequest::new(channel(CHANNEL), text("api deploy started"))
+        .with_thread_ts(ts(&parent));
+    let bots = session.chat_post_message(&post).await.expect("post").ts.0;
+    fake.add_message("C0SECRET01", ADA, "secret api deploy", None);
+    fake.add_message("C0ADAONLY1", ADA, "hidden api deploy", None);
+    fake.add_message("C0OUTSIDE1", BOB, "outside: deploy of the api", None);
+    fake.add_message(CHANNEL, BOB, "deploy only", None);
+
+    let answer = search(&client, &searcher, json!({"query": "deploy API"}))
+        .await
+        .expect("search");
+    assert_eq!(answer["ok"], true);
+    assert_eq!(answer["query"], "deploy API");
+    assert_eq!(
+        matched(&answer),
+        [
+            ("C0OUTSIDE1", "outside: deploy of the api"),
+            ("C0SECRET01", "secret api deploy"),
+            (CHANNEL, "api deploy started"),
+            (CHANNEL, "Deploy the API?"),
+        ],
+        "newest first, in every conversation the searcher reads"
+    );
+    let messages = &answer["messages"];
+    assert_eq!(messages["total"], 4);
+    assert_eq!(
+        messages["paging"],
+        json!({"count": 20, "total": 4, "page": 1, "pages": 1})
+    );
+    let secret = &messages["matches"][1];
+    assert_eq!(secret["channel"]["is_private"], true);
+    assert_eq!(secret["channel"]["name"], "secret");
+    assert_eq!(
+        (secret["user"].as_str(), secret["username"].as_str()),
+        (Some(ADA), Some("ada"))
+    );
+    assert_eq!(secret["team"], TEAM_ID);
+    let reply = &messages["matches"][2];
+    assert_eq!(reply["ts"], bots.as_str());
+    assert_eq!(reply["user"], BOT_USER_ID);
+    assert_eq!(reply["bot_id"], BOT_ID);
+    let permalink = reply["permalink"].as_str().expect("permalink");
+    let wanted = format!(
+        "/archives/{CHANNEL}/p{}?thread_ts={parent}",
+        bots.replace('.', "")
+    );
+    assert!(permalink.contains(&wanted), "{permalink}");
+    assert!(messages["matches"][3].get("bot_id").is_none());
+
+    let asc = json!({"query": "deploy api", "sort_dir": "asc", "count": 3, "page": 2});
+    let answer = search(&client, &searcher, asc).await.expect("page 2");
+    assert_eq!(
+        matched(&answer),
+        [("C0OUTSIDE1", "outside: deploy of the api")]
+    );
+    assert_eq!(answer["messages"]["paging"]["pages"], 2);
+
+    fake.set_user_token_user(ADA);
+    let answer = search(&client, &searcher, json!({"query": "hidden"}))
+        .await
+        .expect("as ada");
+    assert_eq!(matched(&answer), [("C0ADAONLY1", "hidden api deploy")]);
+
+    let refused = search(&client, TOKEN, json!({"query": "deploy"})).await;
+    assert_eq!(code(refused), "not_allowed_token_type", "the bot token");
+    let refused = search(&client, &fake.app_token(), json!({"query": "deploy"})).await;
+    assert_eq!(code(refused), "not_allowed_token_type", "the app token");
+    let refused = search(&client, &searcher, json!({"query": "  "})).await;
+    assert_eq!(code(refused), "no_query");
+    let user = token(&searcher);
+    let on_bot_method = client.open_session(&user).auth_test().await;
+    assert_eq!(code(on_bot_method), "not_allowed_token_type");
+}
+
 // ---- Socket Mode frames, read raw ----
 
 async fn connect_raw(fake: &FakeSlack) -> Ws {
@@ -892,6 +1094,143 @@ async fn every_frame_has_the_shape_slack_morphism_reads() {
         .expect("closed");
     let end = fake.sockets()[0].ended.map(|(_, end)| end);
     assert_eq!(end, Some(SocketEnd::ClientClosed));
+}
+
+#[tokio::test]
+async fn reactions_add_stores_the_reaction_and_sends_the_bots_own_event() {
+    let fake = fake().await;
+    let mut ws = connect_raw(&fake).await;
+    assert_eq!(next_frame(&mut ws).await["type"], "hello");
+    fake.wait_for_sockets(1, WAIT).await.expect("socket");
+    let message_ts = fake.add_message(CHANNEL, ADA, "deploy?", None);
+    let client = client(&fake);
+    let bot = token(TOKEN);
+    let session = client.open_session(&bot);
+    let react = |name: &str, channel_id: &str, at: &str| {
+        SlackApiReactionsAddRequest::new(
+            channel(channel_id),
+            SlackReactionName::new(name.into()),
+            ts(at),
+        )
+    };
+
+    let added = session
+        .reactions_add(&react("eyes", CHANNEL, &message_ts))
+        .await;
+    added.expect("reactions.add");
+    let frame = next_frame(&mut ws).await;
+    assert_eq!(frame["type"], "events_api", "{frame}");
+    let envelope = frame["envelope_id"]
+        .as_str()
+        .expect("envelope id")
+        .to_string();
+    let callback: SlackPushEventCallback =
+        serde_json::from_value(frame["payload"].clone()).expect("push");
+    let SlackEventCallbackBody::ReactionAdded(reaction) = &callback.event else {
+        panic!("expected reaction_added: {callback:?}");
+    };
+    assert_eq!(
+        (reaction.user.0.as_str(), reaction.reaction.0.as_str()),
+        (BOT_USER_ID, "eyes"),
+        "the bot's own reaction comes back as an event"
+    );
+    assert_eq!(reaction.item_user.as_ref().map(|u| u.0.as_str()), Some(ADA));
+    match &reaction.item {
+        SlackReactionsItem::Message(item) => assert_eq!(item.origin.ts.0, message_ts),
+        other => panic!("expected a message item: {other:?}"),
+    }
+    ack(&mut ws, &envelope, None).await;
+    fake.wait_ack(&envelope, WAIT).await.expect("ack");
+
+    fake.reaction_event(BOB, "eyes", CHANNEL, &message_ts);
+    fake.reaction_event(BOB, "+1", CHANNEL, &message_ts);
+    let people = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        fake.reactions(CHANNEL, &message_ts),
+        [
+            ("eyes".to_string(), people(&[BOT_USER_ID, BOB])),
+            ("+1".to_string(), people(&[BOB])),
+        ]
+    );
+    let thread = SlackApiConversationsRepliesRequest::new(channel(CHANNEL), ts(&message_ts));
+    let thread = session
+        .conversations_replies(&thread)
+        .await
+        .expect("replies");
+    let shown = thread.messages[0]
+        .content
+        .reactions
+        .clone()
+        .expect("reactions");
+    assert_eq!(shown[0].name.0, "eyes");
+    assert_eq!(shown[0].count, 2);
+    assert_eq!(shown[0].users[1].0, BOB);
+
+    fake.add_conversation(Conversation::public("C0OUTSIDE1", "outside").without_bot());
+    fake.add_conversation(Conversation::private("C0HIDDEN01", "hidden", &[ADA]).without_bot());
+    for (request, error) in [
+        (react("eyes", CHANNEL, &message_ts), "already_reacted"),
+        (react(":eyes:", CHANNEL, &message_ts), "invalid_name"),
+        (
+            react("eyes", CHANNEL, "1700000000.000001"),
+            "message_not_found",
+        ),
+        (react("eyes", "C0OUTSIDE1", &message_ts), "not_in_channel"),
+        (
+            react("eyes", "C0HIDDEN01", &message_ts),
+            "channel_not_found",
+        ),
+    ] {
+        let refused = session.reactions_add(&request).await;
+        assert_eq!(code(refused), error, "{request:?}");
+    }
+    let skin = react("thumbsup::skin-tone-3", CHANNEL, &message_ts);
+    session.reactions_add(&skin).await.expect("a skin tone");
+
+    let calls = fake.reactions_added();
+    let call = |name: &str, error: Option<&str>| AddedReaction {
+        channel: CHANNEL.to_string(),
+        name: name.to_string(),
+        timestamp: message_ts.clone(),
+        error: error.map(str::to_string),
+    };
+    assert_eq!(calls.len(), 7);
+    assert_eq!(calls[0], call("eyes", None));
+    assert_eq!(calls[1], call("eyes", Some("already_reacted")));
+    assert_eq!(calls[2], call(":eyes:", Some("invalid_name")));
+    assert_eq!(calls[6], call("thumbsup::skin-tone-3", None));
+}
+
+#[tokio::test]
+async fn reactions_add_refuses_one_more_than_the_caps() {
+    let fake = fake().await;
+    let client = client(&fake);
+    let bot = token(TOKEN);
+    let session = client.open_session(&bot);
+    let react = |name: String, at: &str| {
+        SlackApiReactionsAddRequest::new(channel(CHANNEL), SlackReactionName::new(name), ts(at))
+    };
+
+    let crowded = fake.add_message(CHANNEL, ADA, "vote", None);
+    for i in 0..MAX_EMOJI_PER_MESSAGE {
+        fake.reaction_event(BOB, &format!("e{i}"), CHANNEL, &crowded);
+    }
+    let one_more = session.reactions_add(&react("new".into(), &crowded)).await;
+    assert_eq!(code(one_more), "too_many_emoji");
+    let known = session.reactions_add(&react("e0".into(), &crowded)).await;
+    known.expect("an emoji already there");
+
+    let busy = fake.add_message(CHANNEL, ADA, "react away", None);
+    for i in 0..MAX_REACTIONS_PER_PERSON {
+        let added = session.reactions_add(&react(format!("b{i}"), &busy)).await;
+        added.expect("under the cap");
+    }
+    let one_more = session.reactions_add(&react("last".into(), &busy)).await;
+    assert_eq!(code(one_more), "too_many_reactions");
+    assert_eq!(
+        fake.reactions(CHANNEL, &busy).len(),
+        MAX_REACTIONS_PER_PERSON
+    );
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use super::conversations::{postable_in, seen_in};
 use super::http_forms::{Args, json_arg, str_arg};
 use super::records::{Ephemeral, PostedMessage, Update};
 use super::state::State;
-use super::workspace::{BOT_USER_ID, HOST, with_block_ids};
+use super::workspace::{BOT_USER_ID, with_block_ids};
 
 /// A message's content arguments, checked as Slack checks them.
 struct Content {
@@ -184,13 +184,6 @@ pub(crate) fn get_permalink(state: &State, args: &Args) -> Outcome {
         .workspace
         .message(&channel.id, &ts)
         .ok_or(Refusal::code("message_not_found"))?;
-    let mut permalink = format!(
-        "https://{HOST}/archives/{}/p{}",
-        channel.id,
-        message.ts.replace('.', "")
-    );
-    if let Some(parent) = &message.thread_ts {
-        permalink.push_str(&format!("?thread_ts={parent}&cid={}", channel.id));
-    }
+    let permalink = message.permalink();
     Ok(json!({ "channel": channel.id, "permalink": permalink }))
 }

@@ -1,12 +1,14 @@
 //! conversations.info, conversations.members, conversations.replies,
-//! conversations.open.
+//! conversations.history, conversations.open.
+
+use std::cmp::Reverse;
 
 use serde_json::{Value, json};
 
 use super::answers::{Outcome, Refusal};
 use super::http_forms::{Args, bool_arg, hex_decode, hex_encode, list_arg, str_arg};
 use super::state::State;
-use super::workspace::{BOT_USER_ID, Conversation, Kind, parse_ts, ts_key};
+use super::workspace::{BOT_USER_ID, Conversation, Kind, StoredMessage, parse_ts, ts_key};
 
 /// The conversation the `channel` argument names, as the bot sees it
 /// (else `channel_not_found`).
@@ -18,7 +20,8 @@ pub(crate) fn seen_in<'a>(state: &'a State, args: &Args) -> Result<&'a Conversat
         .map_err(Refusal::code)
 }
 
-/// As [`seen_in`], and the bot may post there (else `not_in_channel`).
+/// As [`seen_in`], and the bot is in it, to post, react or read its
+/// history (else `not_in_channel`).
 pub(crate) fn postable_in<'a>(state: &'a State, args: &Args) -> Result<&'a Conversation, Refusal> {
     let channel = str_arg(args, "channel");
     state
@@ -33,6 +36,10 @@ const MEMBERS_DEFAULT_LIMIT: usize = 100;
 const REPLIES_DEFAULT_LIMIT: usize = 1000;
 /// The largest page either gives.
 const MAX_LIMIT: usize = 1000;
+/// conversations.history's page size when `limit` is not given.
+const HISTORY_DEFAULT_LIMIT: usize = 100;
+/// The largest page conversations.history gives.
+const HISTORY_MAX_LIMIT: usize = 999;
 /// An MPIM holds at most this many people besides the caller.
 const MAX_MPIM_USERS: usize = 8;
 
@@ -44,16 +51,56 @@ pub(crate) fn info(state: &State, args: &Args) -> Outcome {
     Ok(json!({ "channel": conversation.to_json(with_num_members) }))
 }
 
-/// `limit`: absent or 0 is `default`, above [`MAX_LIMIT`] is
-/// [`MAX_LIMIT`], not a number is `invalid`.
-fn page_size(args: &Args, default: usize, invalid: &'static str) -> Result<usize, Refusal> {
+/// `limit`: absent or 0 is `default`, above `max` is `max`, not a number
+/// is `invalid` (or `default` for a method whose contract names no
+/// error for it).
+fn page_size(
+    args: &Args,
+    default: usize,
+    max: usize,
+    invalid: Option<&'static str>,
+) -> Result<usize, Refusal> {
     let Some(limit) = str_arg(args, "limit") else {
         return Ok(default);
     };
-    match limit.parse::<usize>() {
-        Ok(0) => Ok(default),
-        Ok(n) => Ok(n.min(MAX_LIMIT)),
-        Err(_) => Err(Refusal::code(invalid)),
+    match (limit.parse::<usize>(), invalid) {
+        (Ok(0), _) | (Err(_), None) => Ok(default),
+        (Ok(n), _) => Ok(n.min(max)),
+        (Err(_), Some(invalid)) => Err(Refusal::code(invalid)),
+    }
+}
+
+/// `oldest` / `latest` / `inclusive`: which `ts` a listing keeps.
+struct Window {
+    oldest: Option<(u64, u64)>,
+    latest: Option<(u64, u64)>,
+    inclusive: bool,
+}
+
+impl Window {
+    /// `invalid_ts_oldest` / `invalid_ts_latest` for a bound that is not
+    /// a timestamp.
+    fn from_args(args: &Args) -> Result<Window, Refusal> {
+        let bound = |name: &str, error: &'static str| match str_arg(args, name) {
+            None => Ok(None),
+            Some(text) => parse_ts(&text).map(Some).ok_or(Refusal::code(error)),
+        };
+        Ok(Window {
+            oldest: bound("oldest", "invalid_ts_oldest")?,
+            latest: bound("latest", "invalid_ts_latest")?,
+            inclusive: bool_arg(args, "inclusive"),
+        })
+    }
+
+    fn contains(&self, ts: &str) -> bool {
+        let key = ts_key(ts);
+        let after = self
+            .oldest
+            .is_none_or(|o| key > o || (self.inclusive && key == o));
+        let before = self
+            .latest
+            .is_none_or(|l| key < l || (self.inclusive && key == l));
+        after && before
     }
 }
 
@@ -82,7 +129,12 @@ fn next_cursor(kind: &str, next: Option<&str>) -> String {
 
 pub(crate) fn members(state: &State, args: &Args) -> Outcome {
     let conversation = seen_in(state, args)?;
-    let limit = page_size(args, MEMBERS_DEFAULT_LIMIT, "invalid_limit")?;
+    let limit = page_size(
+        args,
+        MEMBERS_DEFAULT_LIMIT,
+        MAX_LIMIT,
+        Some("invalid_limit"),
+    )?;
     let members = conversation.member_ids();
     let start = page_start(args, "user_id", &members, |m| m)?;
     let page: Vec<&String> = members.iter().skip(start).take(limit).collect();
@@ -98,14 +150,13 @@ pub(crate) fn members(state: &State, args: &Args) -> Outcome {
 pub(crate) fn replies(state: &State, args: &Args) -> Outcome {
     let conversation = seen_in(state, args)?;
     let ts = str_arg(args, "ts").ok_or(Refusal::code("thread_not_found"))?;
-    let bound = |name: &str, error: &'static str| match str_arg(args, name) {
-        None => Ok(None),
-        Some(text) => parse_ts(&text).map(Some).ok_or(Refusal::code(error)),
-    };
-    let oldest = bound("oldest", "invalid_ts_oldest")?;
-    let latest = bound("latest", "invalid_ts_latest")?;
-    let inclusive = bool_arg(args, "inclusive");
-    let limit = page_size(args, REPLIES_DEFAULT_LIMIT, "invalid_limit")?;
+    let window = Window::from_args(args)?;
+    let limit = page_size(
+        args,
+        REPLIES_DEFAULT_LIMIT,
+        MAX_LIMIT,
+        Some("invalid_limit"),
+    )?;
     let thread = state
         .workspace
         .thread(&conversation.id, &ts)
@@ -113,15 +164,9 @@ pub(crate) fn replies(state: &State, args: &Args) -> Outcome {
     let root = thread
         .first()
         .map(|m| m.thread_ts.clone().unwrap_or(m.ts.clone()));
-    let in_window = |ts: &str| {
-        let key = ts_key(ts);
-        let after = oldest.is_none_or(|o| key > o || (inclusive && key == o));
-        let before = latest.is_none_or(|l| key < l || (inclusive && key == l));
-        after && before
-    };
     let thread: Vec<_> = thread
         .into_iter()
-        .filter(|m| Some(&m.ts) == root.as_ref() || in_window(&m.ts))
+        .filter(|m| Some(&m.ts) == root.as_ref() || window.contains(&m.ts))
         .collect();
     let start = page_start(args, "next_ts", &thread, |m| &m.ts)?;
     let page: Vec<Value> = thread
@@ -136,6 +181,43 @@ pub(crate) fn replies(state: &State, args: &Args) -> Outcome {
         "has_more": next.is_some(),
         "response_metadata": { "next_cursor": next_cursor("next_ts", next) },
     }))
+}
+
+/// The conversation's top-level messages (replies left out), newest
+/// first, within `oldest` / `latest` / `inclusive`; `limit` and `cursor`
+/// page them. The bot must be in the conversation.
+pub(crate) fn history(state: &State, args: &Args) -> Outcome {
+    let conversation = postable_in(state, args)?;
+    let window = Window::from_args(args)?;
+    let limit = page_size(args, HISTORY_DEFAULT_LIMIT, HISTORY_MAX_LIMIT, None)?;
+    let top_level = |m: &&StoredMessage| m.thread_ts.as_deref().is_none_or(|t| t == m.ts);
+    let mut messages: Vec<&StoredMessage> = state
+        .workspace
+        .history
+        .iter()
+        .filter(|m| m.channel == conversation.id)
+        .filter(top_level)
+        .filter(|m| window.contains(&m.ts))
+        .collect();
+    messages.sort_by_key(|m| Reverse(ts_key(&m.ts)));
+    let start = page_start(args, "next_ts", &messages, |m| &m.ts)?;
+    let page: Vec<Value> = messages
+        .iter()
+        .skip(start)
+        .take(limit)
+        .map(|m| state.workspace.message_json(m))
+        .collect();
+    let next = messages.get(start + limit).map(|m| m.ts.as_str());
+    let mut answer = json!({
+        "messages": page,
+        "has_more": next.is_some(),
+        "pin_count": 0,
+        "response_metadata": { "next_cursor": next_cursor("next_ts", next) },
+    });
+    if let Some(latest) = str_arg(args, "latest") {
+        answer["latest"] = json!(latest);
+    }
+    Ok(answer)
 }
 
 /// `users` (one: the IM with the bot; two to eight: an MPIM) or `channel`

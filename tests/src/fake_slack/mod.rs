@@ -33,6 +33,28 @@
 //!   parent first; `limit`, `cursor`, `oldest` / `latest` / `inclusive`;
 //!   `thread_not_found`), `conversations.open` (`users`: the IM with one
 //!   person, an MPIM with two to eight; or `channel`).
+//! - `conversations.history`: a conversation the bot is in (unknown, or
+//!   private / IM / MPIM without the bot: `channel_not_found`; public
+//!   without the bot: `not_in_channel`); its top-level messages, newest
+//!   first, `limit` 100 by default, at most 999, `cursor`
+//!   (`invalid_cursor`), `oldest` / `latest` / `inclusive`
+//!   (`invalid_ts_oldest` / `invalid_ts_latest`), `has_more`.
+//! - `reactions.add`: `channel` (as chat.postMessage), `timestamp`
+//!   (`no_item_specified`, `bad_timestamp`, `message_not_found`), `name`
+//!   an emoji name without colons (`[a-z0-9_+'-]+`, optionally
+//!   `::skin-tone-2`..`6`; else `invalid_name`); `already_reacted`,
+//!   `too_many_reactions` (the bot's [`MAX_REACTIONS_PER_PERSON`]),
+//!   `too_many_emoji` ([`MAX_EMOJI_PER_MESSAGE`] distinct). The reaction
+//!   is stored on the message and, as Slack does for an app subscribed to
+//!   reaction_added, a `reaction_added` event whose `user` is
+//!   [`BOT_USER_ID`] goes out over Socket Mode. Each call is recorded
+//!   ([`FakeSlack::reactions_added`]).
+//! - `search.messages`: with the user token only. `query` (`no_query`):
+//!   every stored message, top-level or reply, holding each of its words
+//!   (any case), in any conversation the token's person can read (public
+//!   channels; others as a member), whether the bot is in it or not;
+//!   newest first (`sort_dir=asc`: oldest first), `count` 20 by default,
+//!   at most 100, `page`.
 //! - `views.open`: a `trigger_id` this fake issued in an interaction
 //!   payload, once (`exchanged_trigger_id`), within 3 s
 //!   (`expired_trigger_id`; else `invalid_trigger_id`), and a modal `view`
@@ -44,9 +66,18 @@
 //! - `files.getUploadURLExternal`, `POST /upload/<file_id>`,
 //!   `files.completeUploadExternal`: Slack's v2 upload (see `files.rs`).
 //!
-//! Every other method answers `unknown_method`. Tokens as Slack takes them:
-//! `Authorization: Bearer` or a `token` argument; none: `not_authed`, a
-//! wrong one: `invalid_auth`, the other kind (bot / app-level):
+//! Every other method answers `unknown_method`. Messages in answers have
+//! Slack's shape: `user`, and for the bot's posts `bot_id` ([`BOT_ID`])
+//! too; `reactions: [{name, users, count}]` once someone reacted (with
+//! reactions.add or [`FakeSlack::reaction_event`]; see
+//! [`FakeSlack::reactions`]).
+//!
+//! Tokens as Slack takes them: `Authorization: Bearer` or a `token`
+//! argument; none: `not_authed`, a wrong one: `invalid_auth`. Three kinds:
+//! the bot token for every method but two, the app-level token for
+//! apps.connections.open, the user token ([`FakeSlack::user_token`], the
+//! person [`SEARCHER_ID`] or [`FakeSlack::set_user_token_user`]'s) for
+//! search.messages; another kind than the method's is
 //! `not_allowed_token_type`. Arguments come in the query string and in a
 //! form-urlencoded, multipart or JSON body.
 //!
@@ -78,7 +109,9 @@ mod files;
 mod http_forms;
 mod ids;
 mod payloads;
+mod reactions;
 mod records;
+mod search;
 mod socket_mode;
 mod state;
 mod views;
@@ -99,10 +132,12 @@ pub use envelopes::{
     ACK_TIMEOUT, Ack, DISCONNECT_GRACE, Delivery, EnvelopeKind, EnvelopeStatus, MAX_RETRIES,
     SocketEnd, SocketInfo,
 };
-pub use records::{Ephemeral, OpenedView, PostedMessage, SharedFile, Update};
+pub use reactions::{MAX_EMOJI_PER_MESSAGE, MAX_REACTIONS_PER_PERSON};
+pub use records::{AddedReaction, Ephemeral, OpenedView, PostedMessage, SharedFile, Update};
 pub use state::TRIGGER_TTL;
 pub use workspace::{
-    APP_ID, BOT_ID, BOT_USER_ID, Conversation, DEFAULT_APP_TOKEN, HOST, Kind, TEAM_ID,
+    APP_ID, BOT_ID, BOT_USER_ID, Conversation, DEFAULT_APP_TOKEN, HOST, Kind, SEARCHER_ID, TEAM_ID,
+    USER_TOKEN,
 };
 
 use state::{Shared, State};
@@ -189,6 +224,23 @@ impl FakeSlack {
         self.shared.app_token.clone()
     }
 
+    /// The user token (`xoxp-...`, [`USER_TOKEN`]) search.messages
+    /// accepts, acting for [`SEARCHER_ID`] unless
+    /// [`set_user_token_user`](Self::set_user_token_user) says otherwise.
+    pub fn user_token(&self) -> String {
+        self.shared.user_token.clone()
+    }
+
+    /// Makes the user token act for `user`, a person added with
+    /// [`add_user`](Self::add_user) (or [`SEARCHER_ID`]). Panics for an
+    /// unknown user.
+    pub fn set_user_token_user(&self, user: &str) {
+        let mut state = self.state();
+        let known = state.workspace.users.contains_key(user);
+        assert!(known, "no user {user}: add_user it first");
+        state.user_token_user = user.to_string();
+    }
+
     // ---- the workspace ----
 
     /// Makes `channel` a public channel with the bot in it.
@@ -255,6 +307,14 @@ impl FakeSlack {
         state.workspace.post(channel, user, text, None, thread_ts)
     }
 
+    /// The reactions on a stored message: each emoji name with who
+    /// reacted, both in the order added (empty for an unknown message).
+    pub fn reactions(&self, channel: &str, ts: &str) -> Vec<(String, Vec<String>)> {
+        let state = self.state();
+        let message = state.workspace.message(channel, ts);
+        message.map(|m| m.reactions.clone()).unwrap_or_default()
+    }
+
     // ---- records ----
 
     /// Messages posted with chat.postMessage, oldest first.
@@ -275,6 +335,12 @@ impl FakeSlack {
     /// Messages posted with chat.postEphemeral, oldest first.
     pub fn ephemerals(&self) -> Vec<Ephemeral> {
         self.state().ephemerals.clone()
+    }
+
+    /// Every reactions.add call that passed the token check, oldest first,
+    /// with the error of those refused.
+    pub fn reactions_added(&self) -> Vec<AddedReaction> {
+        self.state().reactions_added.clone()
     }
 
     /// Modals opened with views.open, oldest first.
@@ -349,8 +415,10 @@ impl FakeSlack {
         (ts, envelope_id)
     }
 
-    /// A `reaction_added` event for a stored message; answers the envelope
-    /// id. Panics if the user, conversation or message is unknown.
+    /// `user` reacts to a stored message: the reaction is stored on it
+    /// (see [`reactions`](Self::reactions); once per person and name) and
+    /// a `reaction_added` event is sent. Answers the envelope id. Panics if
+    /// the user, conversation or message is unknown.
     pub fn reaction_event(
         &self,
         user: &str,
@@ -358,8 +426,8 @@ impl FakeSlack {
         channel: &str,
         message_ts: &str,
     ) -> String {
-        let state = self.state();
-        let built = payloads::reaction_event(&state, user, reaction, channel, message_ts);
+        let mut state = self.state();
+        let built = payloads::reaction_event(&mut state, user, reaction, channel, message_ts);
         let payload = built.unwrap_or_else(|why| panic!("reaction_event: {why}"));
         self.enqueue(state, EnvelopeKind::EventsApi, false, payload)
     }
@@ -408,19 +476,12 @@ impl FakeSlack {
 
     fn enqueue(
         &self,
-        mut state: MutexGuard<'_, State>,
+        state: MutexGuard<'_, State>,
         kind: EnvelopeKind,
         accepts_response_payload: bool,
         payload: Value,
     ) -> String {
-        let envelope_id = ids::uuid();
-        let deadlines =
-            state
-                .socket_mode
-                .enqueue(envelope_id.clone(), kind, accepts_response_payload, payload);
-        drop(state);
-        socket_mode::arm(&self.shared, deadlines);
-        envelope_id
+        socket_mode::send(&self.shared, state, kind, accepts_response_payload, payload)
     }
 
     /// Open sockets that take envelopes (not told to disconnect).

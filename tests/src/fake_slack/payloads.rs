@@ -101,9 +101,11 @@ pub(crate) fn message_event(
     Ok((ts, event_callback(event)))
 }
 
-/// `user` reacts with `reaction` to a stored message.
+/// `user` reacts with `reaction` to a stored message: the reaction is
+/// stored on it (once per person and name), and the payload of its
+/// `reaction_added` event answered.
 pub(crate) fn reaction_event(
-    state: &State,
+    state: &mut State,
     user: &str,
     reaction: &str,
     channel: &str,
@@ -113,8 +115,9 @@ pub(crate) fn reaction_event(
     seen_by(state, user, channel)?;
     let message = state
         .workspace
-        .message(channel, message_ts)
+        .message_mut(channel, message_ts)
         .ok_or_else(|| format!("no message {message_ts} in {channel}"))?;
+    message.add_reaction(reaction, user);
     Ok(event_callback(json!({
         "type": "reaction_added",
         "user": user,

@@ -1,5 +1,5 @@
 //! What the fake keeps for assertions: each accepted write, as it was
-//! asked for.
+//! asked for, and each reactions.add call, refused or not.
 
 use std::time::Instant;
 
@@ -66,6 +66,20 @@ pub struct Ephemeral {
     pub thread_ts: Option<String>,
     pub text: Option<String>,
     pub blocks: Option<Value>,
+}
+
+/// A reactions.add call, as asked for, and how it was answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AddedReaction {
+    /// The `channel` argument (empty when missing).
+    pub channel: String,
+    /// The `name` argument (empty when missing).
+    pub name: String,
+    /// The `timestamp` argument (empty when missing).
+    pub timestamp: String,
+    /// The error code it was refused with; `None` when the reaction was
+    /// added.
+    pub error: Option<String>,
 }
 
 /// A modal opened with views.open.

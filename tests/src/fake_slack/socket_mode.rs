@@ -4,7 +4,7 @@
 //! connection is a task driven by [`Outgoing`] commands from the delivery
 //! rules in `envelopes.rs`; this module also arms their ack deadlines.
 
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 
 use futures_util::{SinkExt, StreamExt};
 use http::{StatusCode, Uri};
@@ -14,9 +14,12 @@ use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 
-use super::envelopes::{Deadline, Outgoing, SocketEnd};
+use serde_json::Value;
+
+use super::envelopes::{Deadline, EnvelopeKind, Outgoing, SocketEnd};
 use super::http_forms::form_pairs;
-use super::state::Shared;
+use super::ids;
+use super::state::{Shared, State};
 
 /// How long closing a socket may take once decided.
 const CLOSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
@@ -29,6 +32,25 @@ pub(crate) async fn serve(shared: Arc<Shared>, listener: TcpListener) {
         };
         tokio::spawn(connection(shared.clone(), stream));
     }
+}
+
+/// Sends `payload` in a fresh envelope of `kind` (to an open socket, or
+/// queued until one connects), releasing the lock first; answers its id.
+pub(crate) fn send(
+    shared: &Arc<Shared>,
+    mut state: MutexGuard<'_, State>,
+    kind: EnvelopeKind,
+    accepts_response_payload: bool,
+    payload: Value,
+) -> String {
+    let envelope_id = ids::uuid();
+    let deadlines =
+        state
+            .socket_mode
+            .enqueue(envelope_id.clone(), kind, accepts_response_payload, payload);
+    drop(state);
+    arm(shared, deadlines);
+    envelope_id
 }
 
 /// Watches each delivery's ack window, and wakes test waiters.

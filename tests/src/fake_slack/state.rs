@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 use super::envelopes::SocketMode;
-use super::records::{Ephemeral, OpenedView, PostedMessage, SharedFile, Update};
-use super::workspace::Workspace;
+use super::records::{AddedReaction, Ephemeral, OpenedView, PostedMessage, SharedFile, Update};
+use super::workspace::{SEARCHER_ID, USER_TOKEN, Workspace};
 
 /// How long a trigger id can be exchanged for a view (Slack: 3 s).
 pub const TRIGGER_TTL: Duration = Duration::from_secs(3);
@@ -20,6 +20,9 @@ pub(crate) struct Shared {
     pub token: String,
     /// The app-level token (`xapp-...`), for apps.connections.open.
     pub app_token: String,
+    /// The user token (`xoxp-...`), for search.messages; whose it is is
+    /// [`State::user_token_user`].
+    pub user_token: String,
     /// `http://127.0.0.1:PORT`.
     pub base_url: String,
     /// The Socket Mode listener.
@@ -34,6 +37,7 @@ impl Shared {
         Shared {
             token,
             app_token,
+            user_token: USER_TOKEN.to_string(),
             base_url,
             ws_addr,
             state: Mutex::new(State::new()),
@@ -97,6 +101,9 @@ pub(crate) struct State {
     pub triggers: HashMap<String, Trigger>,
     pub trigger_ttl: Duration,
     pub views: Vec<OpenedView>,
+    pub reactions_added: Vec<AddedReaction>,
+    /// The person the user token acts for.
+    pub user_token_user: String,
     pub socket_mode: SocketMode,
     pub failures: HashMap<String, VecDeque<String>>,
     pub rate_limits: HashMap<String, VecDeque<u64>>,
@@ -124,6 +131,8 @@ impl State {
             triggers: HashMap::new(),
             trigger_ttl: TRIGGER_TTL,
             views: Vec::new(),
+            reactions_added: Vec::new(),
+            user_token_user: SEARCHER_ID.to_string(),
             socket_mode: SocketMode::new(),
             failures: HashMap::new(),
             rate_limits: HashMap::new(),

@@ -10,13 +10,37 @@ use hyper::body::Incoming;
 use serde_json::json;
 
 use super::answers::{Answer, Outcome, Refusal, outcome_answer, rate_limited, slack_error, text};
+use super::envelopes::EnvelopeKind;
 use super::http_forms::{Args, arguments, bearer_token, str_arg};
 use super::state::{Fault, Shared};
 use super::workspace::{APP_ID, BOT_ID, BOT_NAME, BOT_USER_ID, HOST, TEAM_ID};
-use super::{chat, conversations, files, views};
+use super::{chat, conversations, files, reactions, search, socket_mode, views};
 
 /// The one method that takes the app-level token.
 const APP_TOKEN_METHOD: &str = "apps.connections.open";
+/// The one method that takes the user token.
+const USER_TOKEN_METHOD: &str = "search.messages";
+
+/// The kinds of token the fake issues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TokenKind {
+    /// `xoxb-...`: every method but those below.
+    Bot,
+    /// `xoxp-...`: search.messages.
+    User,
+    /// `xapp-...`: apps.connections.open.
+    App,
+}
+
+impl TokenKind {
+    fn wanted_by(method: &str) -> TokenKind {
+        match method {
+            APP_TOKEN_METHOD => TokenKind::App,
+            USER_TOKEN_METHOD => TokenKind::User,
+            _ => TokenKind::Bot,
+        }
+    }
+}
 
 pub(crate) async fn handle(
     shared: Arc<Shared>,
@@ -33,7 +57,7 @@ pub(crate) async fn handle(
     Ok(answer)
 }
 
-async fn api(shared: &Shared, method: &str, req: Request<Incoming>) -> Answer {
+async fn api(shared: &Arc<Shared>, method: &str, req: Request<Incoming>) -> Answer {
     match shared.fault(method) {
         Some(Fault::RateLimited(secs)) => return rate_limited(secs),
         Some(Fault::Error(error)) => return slack_error(&error),
@@ -57,23 +81,26 @@ async fn api(shared: &Shared, method: &str, req: Request<Incoming>) -> Answer {
     answer
 }
 
-/// A bot token for every method but apps.connections.open, which wants
-/// the app-level token; the wrong kind is `not_allowed_token_type`.
+/// The bot token for every method but apps.connections.open, which
+/// wants the app-level token, and search.messages, which wants the user
+/// token; one of the others is `not_allowed_token_type`, anything else
+/// `invalid_auth`.
 fn check_token(shared: &Shared, method: &str, token: Option<&str>) -> Result<(), &'static str> {
     let token = token.ok_or("not_authed")?;
-    let (wanted, other) = if method == APP_TOKEN_METHOD {
-        (&shared.app_token, &shared.token)
-    } else {
-        (&shared.token, &shared.app_token)
+    let kind = match token {
+        t if t == shared.token => TokenKind::Bot,
+        t if t == shared.user_token => TokenKind::User,
+        t if t == shared.app_token => TokenKind::App,
+        _ => return Err("invalid_auth"),
     };
-    match token {
-        t if t == wanted => Ok(()),
-        t if t == other => Err("not_allowed_token_type"),
-        _ => Err("invalid_auth"),
+    if kind == TokenKind::wanted_by(method) {
+        Ok(())
+    } else {
+        Err("not_allowed_token_type")
     }
 }
 
-fn call(shared: &Shared, method: &str, http_method: &Method, args: &Args) -> Outcome {
+fn call(shared: &Arc<Shared>, method: &str, http_method: &Method, args: &Args) -> Outcome {
     match method {
         "auth.test" => Ok(json!({
             "url": format!("https://{HOST}/"),
@@ -92,10 +119,13 @@ fn call(shared: &Shared, method: &str, http_method: &Method, args: &Args) -> Out
         "conversations.info" => conversations::info(&shared.state(), args),
         "conversations.members" => conversations::members(&shared.state(), args),
         "conversations.replies" => conversations::replies(&shared.state(), args),
+        "conversations.history" => conversations::history(&shared.state(), args),
         "conversations.open" => conversations::open(&mut shared.state(), args),
+        "reactions.add" => reactions_add(shared, args),
         "views.open" => views::open(&mut shared.state(), args),
         "files.getUploadURLExternal" => files::get_upload_url(shared, args),
         "files.completeUploadExternal" => files::complete_upload(shared, args),
+        USER_TOKEN_METHOD => search::messages(&shared.state(), args),
         APP_TOKEN_METHOD => connections_open(shared, http_method),
         _ => Err(Refusal::code("unknown_method")),
     }
@@ -107,6 +137,15 @@ fn users_info(shared: &Shared, args: &Args) -> Outcome {
         .and_then(|id| state.workspace.users.get(&id))
         .ok_or(Refusal::code("user_not_found"))?;
     Ok(json!({ "user": user.to_json() }))
+}
+
+/// The reaction is stored, and the bot's own `reaction_added` event goes
+/// out over Socket Mode, as Slack sends it to an app subscribed to it.
+fn reactions_add(shared: &Arc<Shared>, args: &Args) -> Outcome {
+    let mut state = shared.state();
+    let event = reactions::add(&mut state, args)?;
+    socket_mode::send(shared, state, EnvelopeKind::EventsApi, false, event);
+    Ok(json!({}))
 }
 
 /// A WebSocket URL with a ticket good for one connection.

@@ -19,6 +19,11 @@ pub const BOT_ID: &str = "B0FAKEBOT1";
 pub const APP_ID: &str = "A0FAKEAPP1";
 /// The app-level token (`xapp-...`) when the test gives none.
 pub const DEFAULT_APP_TOKEN: &str = "xapp-1-A0FAKEAPP1-calvin-test";
+/// The user token (`xoxp-...`), the only one search.messages takes.
+pub const USER_TOKEN: &str = "xoxp-1-T0FAKE0001-calvin-test";
+/// The person the user token belongs to until a test picks another.
+pub const SEARCHER_ID: &str = "U0SEARCHER";
+const SEARCHER_NAME: &str = "searcher";
 /// When every conversation was created (Unix seconds).
 const CREATED: u64 = 1_700_000_000;
 /// The seconds of the first generated `ts`: above the hand-written
@@ -234,6 +239,43 @@ pub(crate) struct StoredMessage {
     pub blocks: Option<Value>,
     /// The `ts` of its last edit.
     pub edited: Option<String>,
+    /// Each emoji name with the people who reacted with it, both in the
+    /// order added.
+    pub reactions: Vec<(String, Vec<String>)>,
+}
+
+impl StoredMessage {
+    /// `https://fake-slack.test/archives/<channel>/p<ts without the dot>`,
+    /// and for a reply `?thread_ts=<parent>&cid=<channel>`.
+    pub fn permalink(&self) -> String {
+        let mut permalink = format!(
+            "https://{HOST}/archives/{}/p{}",
+            self.channel,
+            self.ts.replace('.', "")
+        );
+        if let Some(parent) = &self.thread_ts {
+            permalink.push_str(&format!("?thread_ts={parent}&cid={}", self.channel));
+        }
+        permalink
+    }
+
+    /// Whether `user` already reacted with `name`.
+    pub fn has_reaction(&self, name: &str, user: &str) -> bool {
+        self.reactions
+            .iter()
+            .any(|(n, users)| n == name && users.iter().any(|u| u == user))
+    }
+
+    /// Adds `user`'s `name` reaction (once).
+    pub fn add_reaction(&mut self, name: &str, user: &str) {
+        match self.reactions.iter_mut().find(|(n, _)| n == name) {
+            Some((_, users)) if users.iter().any(|u| u == user) => {}
+            Some((_, users)) => users.push(user.to_string()),
+            None => self
+                .reactions
+                .push((name.to_string(), vec![user.to_string()])),
+        }
+    }
 }
 
 /// The people, conversations and messages.
@@ -251,8 +293,13 @@ impl Workspace {
             name: BOT_NAME.to_string(),
             is_bot: true,
         };
+        let searcher = User {
+            id: SEARCHER_ID.to_string(),
+            name: SEARCHER_NAME.to_string(),
+            is_bot: false,
+        };
         Workspace {
-            users: BTreeMap::from([(bot.id.clone(), bot)]),
+            users: BTreeMap::from([(bot.id.clone(), bot), (searcher.id.clone(), searcher)]),
             conversations: BTreeMap::new(),
             history: Vec::new(),
             serial: 0,
@@ -279,8 +326,8 @@ impl Workspace {
             .ok_or("channel_not_found")
     }
 
-    /// The conversation, if the bot may post into it: a public channel it
-    /// is not in is `not_in_channel`.
+    /// The conversation, if the bot is in it (to post, react or read its
+    /// history): a public channel it is not in is `not_in_channel`.
     pub fn postable(&self, channel: Option<&str>) -> Result<&Conversation, &'static str> {
         let conversation = self.seen(channel)?;
         if conversation.bot_member {
@@ -327,6 +374,7 @@ impl Workspace {
             text: text.to_string(),
             blocks: with_block_ids(blocks),
             edited: None,
+            reactions: Vec::new(),
         });
         ts
     }
@@ -376,6 +424,14 @@ impl Workspace {
         }
         if let Some(edited) = &message.edited {
             json["edited"] = json!({"user": message.user, "ts": edited});
+        }
+        if !message.reactions.is_empty() {
+            let reactions: Vec<Value> = message
+                .reactions
+                .iter()
+                .map(|(name, users)| json!({"name": name, "users": users, "count": users.len()}))
+                .collect();
+            json["reactions"] = json!(reactions);
         }
         if let Some(parent_ts) = &message.thread_ts {
             json["thread_ts"] = json!(parent_ts);
