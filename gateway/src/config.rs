@@ -212,7 +212,8 @@ pub const MAX_DECISION_SECS: u64 = 86_400;
 pub fn is_user_id(s: &str) -> bool {
     s.len() >= 3
         && (s.starts_with('U') || s.starts_with('W'))
-        && s.bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
+        && s.bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
 }
 
 /// The placeholders a launcher template may use.

@@ -157,14 +157,21 @@ impl DaemonClient {
             Ok((body, buf))
         })
         .await
-        .map_err(|_| failed(format!("did not answer within {} s", CALL_TIMEOUT.as_secs())))??;
+        .map_err(|_| {
+            failed(format!(
+                "did not answer within {} s",
+                CALL_TIMEOUT.as_secs()
+            ))
+        })??;
         let mut buf = first;
         let Some(end) = buf.iter().position(|b| *b == b'\n') else {
             return Err(failed("ended its answer before watching".into()));
         };
         let watching: Value = serde_json::from_slice(&buf[..end]).unwrap_or_default();
         if watching["watching"] != Value::Bool(true) {
-            return Err(failed("answered something else than its reaction stream".into()));
+            return Err(failed(
+                "answered something else than its reaction stream".into(),
+            ));
         }
         buf.drain(..=end);
         let (tx, rx) = mpsc::channel(64);

@@ -329,8 +329,14 @@ mod tests {
             });
         }
         let heard = watcher.try_recv().expect("the reaction to 1.5");
-        assert_eq!((heard["ts"].as_str(), heard["reaction"].as_str()), (Some("1.5"), Some("+1")));
-        assert!(watcher.try_recv().is_err(), "messages and other reactions are not watched");
+        assert_eq!(
+            (heard["ts"].as_str(), heard["reaction"].as_str()),
+            (Some("1.5"), Some("+1"))
+        );
+        assert!(
+            watcher.try_recv().is_err(),
+            "messages and other reactions are not watched"
+        );
         drop(watcher);
         hub.on_event(ChatEvent::Reaction {
             channel: "C1".into(),

@@ -244,9 +244,7 @@ impl Gateway {
         let head = "*Plan for approval*";
         let body = escape_mrkdwn(&neutralise_mentions(&shown));
         let question = Question {
-            text: format!(
-                "{head}\n{body}\n_:white_check_mark: approve · :x: reject_"
-            ),
+            text: format!("{head}\n{body}\n_:white_check_mark: approve · :x: reject_"),
             options: vec![APPROVE_PLAN, REJECT_PLAN],
             deciders,
             timeout: Duration::from_secs(self.permissions.decision_timeout_secs),
@@ -325,7 +323,10 @@ impl Gateway {
                     line
                 })
                 .collect();
-            let body = format!("{}\n_React with the number of your answer._", lines.join("\n"));
+            let body = format!(
+                "{}\n_React with the number of your answer._",
+                lines.join("\n")
+            );
             let question = Question {
                 text: format!("{head}\n{body}"),
                 options: NUMBERS[..q.options.len()].to_vec(),
@@ -440,9 +441,18 @@ fn cut(text: &str, max: usize) -> String {
 /// Whether a key's value is a secret by its name.
 fn secret_key(key: &str) -> bool {
     let k = key.to_ascii_lowercase().replace(['-', '_'], "");
-    ["password", "passwd", "secret", "token", "apikey", "authorization", "credential", "privatekey"]
-        .iter()
-        .any(|s| k.contains(s))
+    [
+        "password",
+        "passwd",
+        "secret",
+        "token",
+        "apikey",
+        "authorization",
+        "credential",
+        "privatekey",
+    ]
+    .iter()
+    .any(|s| k.contains(s))
 }
 
 /// A tool's input as a person reads it: a command or a path first, then
@@ -504,11 +514,16 @@ mod tests {
             "description": "d".repeat(VALUE_CHARS + 5),
         }));
         let s = summary("Bash", &input, &["hunter2-value".into()]);
-        assert!(s.starts_with("`curl -H 'x: [secret]' https://example.com`"), "{s}");
+        assert!(
+            s.starts_with("`curl -H 'x: [secret]' https://example.com`"),
+            "{s}"
+        );
         assert!(s.contains("api_key: [hidden]"), "{s}");
         assert!(!s.contains("hunter2"), "{s}");
         assert!(s.contains("[cut: 5 more characters]"), "{s}");
-        let long = obj(json!({ "a": "x".repeat(VALUE_CHARS), "b": "y".repeat(VALUE_CHARS), "c": "z".repeat(VALUE_CHARS), "d": "w".repeat(VALUE_CHARS), "e": "v".repeat(VALUE_CHARS) }));
+        let long = obj(
+            json!({ "a": "x".repeat(VALUE_CHARS), "b": "y".repeat(VALUE_CHARS), "c": "z".repeat(VALUE_CHARS), "d": "w".repeat(VALUE_CHARS), "e": "v".repeat(VALUE_CHARS) }),
+        );
         let s = summary("Other", &long, &[]);
         assert!(s.chars().count() < SUMMARY_CHARS + 40, "{}", s.len());
         assert!(s.ends_with("more characters]"), "{s}");
@@ -516,19 +531,27 @@ mod tests {
 
     #[test]
     fn summaries_neutralise_mentions_and_escape() {
-        let s = summary("Write", &obj(json!({"file_path": "<!channel> & a.txt"})), &[]);
+        let s = summary(
+            "Write",
+            &obj(json!({"file_path": "<!channel> & a.txt"})),
+            &[],
+        );
         assert!(!s.contains("<!channel>"), "{s}");
         assert!(s.contains("&amp;"), "{s}");
     }
 
     #[test]
     fn only_single_select_questions_are_bridged() {
-        let one = obj(json!({"questions": [{"question": "Which?", "header": "Pick", "multiSelect": false,
-            "options": [{"label": "A", "description": "first"}, {"label": "B", "description": "second"}]}]}));
+        let one = obj(
+            json!({"questions": [{"question": "Which?", "header": "Pick", "multiSelect": false,
+            "options": [{"label": "A", "description": "first"}, {"label": "B", "description": "second"}]}]}),
+        );
         let qs = single_select_questions(&one).expect("bridged");
         assert_eq!(qs[0].options[1].0, "B");
-        let multi = obj(json!({"questions": [{"question": "Which?", "header": "Pick", "multiSelect": true,
-            "options": [{"label": "A"}, {"label": "B"}]}]}));
+        let multi = obj(
+            json!({"questions": [{"question": "Which?", "header": "Pick", "multiSelect": true,
+            "options": [{"label": "A"}, {"label": "B"}]}]}),
+        );
         assert!(single_select_questions(&multi).is_none());
         assert!(single_select_questions(&obj(json!({"questions": []}))).is_none());
     }

@@ -361,7 +361,10 @@ struct EventStream {
 }
 
 impl EventStream {
-    fn response(first: Option<Value>, events: tokio::sync::mpsc::Receiver<Value>) -> Response<Body> {
+    fn response(
+        first: Option<Value>,
+        events: tokio::sync::mpsc::Receiver<Value>,
+    ) -> Response<Body> {
         let heartbeat = tokio::time::interval_at(
             tokio::time::Instant::now() + std::time::Duration::from_secs(15),
             std::time::Duration::from_secs(15),
@@ -560,7 +563,11 @@ impl Daemon {
         let query: HashMap<String, String> = req
             .uri()
             .query()
-            .map(|q| url::form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+            .map(|q| {
+                url::form_urlencoded::parse(q.as_bytes())
+                    .into_owned()
+                    .collect()
+            })
             .unwrap_or_default();
         let (Some(channel), Some(ts)) = (query.get("channel"), query.get("ts")) else {
             return json_response(

@@ -367,8 +367,11 @@ where
             )
             .await?;
         // Slack answers newest first.
-        let mut messages: Vec<ThreadMessage> =
-            page.messages.into_iter().map(ReplyFields::into_message).collect();
+        let mut messages: Vec<ThreadMessage> = page
+            .messages
+            .into_iter()
+            .map(ReplyFields::into_message)
+            .collect();
         messages.reverse();
         Ok((messages, page.has_more))
     }
@@ -389,9 +392,12 @@ where
             ("sort", Some("timestamp")),
             ("sort_dir", Some("desc")),
         ];
-        let answer: SearchAnswer =
-            retrying(|| session.http_session_api.http_get("search.messages", &params, None))
-                .await?;
+        let answer: SearchAnswer = retrying(|| {
+            session
+                .http_session_api
+                .http_get("search.messages", &params, None)
+        })
+        .await?;
         Ok(answer
             .messages
             .matches

@@ -174,7 +174,11 @@ impl Gateway {
         let shown = select(&messages);
         // Names only of the authors shown.
         let names = self
-            .names(std::iter::once(&shown.first).chain(&shown.replies).map(|m| m.message))
+            .names(
+                std::iter::once(&shown.first)
+                    .chain(&shown.replies)
+                    .map(|m| m.message),
+            )
             .await;
         let label = conversation.label();
         let text = render(&label, &shown, &names);

@@ -19,8 +19,8 @@ use crate::args::{Args, integer, problems, unknown_args};
 use crate::card;
 use crate::chat::{ChatBackend, ChatError, Upload};
 use crate::config::{LauncherConfig, Mode, PermissionsConfig};
-use crate::decisions::ReactionRoute;
 use crate::daemon_client::DaemonClient;
+use crate::decisions::ReactionRoute;
 use crate::files;
 use crate::secret_request::{NO_KEY, SecretRequest, SecretRequests};
 use crate::secrets::SecretStore;
@@ -250,8 +250,14 @@ fn available(mode: Mode, tool: &str, has_workspace: bool) -> Option<Availability
             SelfHosted | Hosted,
         ) => Some(Runs),
         (
-            "permission_prompt" | "read_post" | "react_to_post" | "update_own_post"
-            | "list_thread" | "read_channel_history" | "search_messages" | "send_dm",
+            "permission_prompt"
+            | "read_post"
+            | "react_to_post"
+            | "update_own_post"
+            | "list_thread"
+            | "read_channel_history"
+            | "search_messages"
+            | "send_dm",
             _,
         ) => Some(Runs),
         ("preview" | "unpreview", Hosted) => Some(Runs),
@@ -325,13 +331,19 @@ impl Gateway {
     /// family answers `{"ok": true, ...}` or `{"ok": false, "reason"}` (as
     /// structured content and as its text), permission_prompt the CLI's
     /// `{"behavior": ...}`, the others a sentence and structured content.
-    pub async fn call_tool(&self, runner: &Runner, name: &str, args: &JsonObject) -> CallToolResult {
+    pub async fn call_tool(
+        &self,
+        runner: &Runner,
+        name: &str,
+        args: &JsonObject,
+    ) -> CallToolResult {
         let known = self.available_here(name) == Some(Availability::Runs);
         if known && name == "permission_prompt" {
             return match self.permission_prompt(runner, args).await {
                 Ok(decision) => {
                     let answer = decision.to_json();
-                    let mut r = CallToolResult::success(vec![ContentBlock::text(answer.to_string())]);
+                    let mut r =
+                        CallToolResult::success(vec![ContentBlock::text(answer.to_string())]);
                     r.structured_content = Some(answer);
                     r
                 }
@@ -847,7 +859,11 @@ mod tests {
         ];
         let mut want = vec!["send_file", "post_card"];
         want.extend(family);
-        assert_eq!(names(Mode::OneMachine, true), want, "the chat tools need no tunnel");
+        assert_eq!(
+            names(Mode::OneMachine, true),
+            want,
+            "the chat tools need no tunnel"
+        );
         let mut want = vec!["send_file", "post_card"];
         want.extend(threads);
         want.extend(["preview", "unpreview"]);
