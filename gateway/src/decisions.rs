@@ -98,7 +98,11 @@ impl Gateway {
 
     /// Posts `question` in `thread`, adds its options and waits for an
     /// answer. An error when it could not be asked (nothing is waited for).
-    pub(crate) async fn ask(&self, thread: &ThreadRef, question: Question) -> Result<Asked, String> {
+    pub(crate) async fn ask(
+        &self,
+        thread: &ThreadRef,
+        question: Question,
+    ) -> Result<Asked, String> {
         // Nothing is posted that nobody could hear answered.
         if let ReactionRoute::Nowhere(why) = &self.reactions {
             return Err(why.clone());
@@ -120,7 +124,10 @@ impl Gateway {
             .map_err(|e| format!("the question was not posted: {}", chat_reason(&e)))?;
         let (channel, ts) = (posted.channel, posted.ts);
         let not_heard = |why: String| {
-            let said = format!("{}\n\n_Cannot wait for an answer here: {why}_", question.text);
+            let said = format!(
+                "{}\n\n_Cannot wait for an answer here: {why}_",
+                question.text
+            );
             let (channel, ts) = (channel.clone(), ts.clone());
             async move {
                 let _ = self.chat.update(&channel, &ts, Text::plain(&said)).await;

@@ -19,7 +19,10 @@
 //!   session's thread, one JSON object per line (messages posted in it,
 //!   reactions to its messages); `POST /secret-requests` (the registration
 //!   token) posts request_secret's button for a stdio gateway, whose
-//!   clicks and form only the daemon receives.
+//!   clicks and form only the daemon receives; `GET
+//!   /reactions?channel=C&ts=T` (the registration token) streams the
+//!   reactions to one message for a stdio gateway's prompt, after a first
+//!   line `{"watching": true}`.
 //! - A session's env file (its secrets, for BASH_ENV) is written when it
 //!   starts (stdio) or registers (daemon) and removed when it ends; the
 //!   workspace's repository list goes into its AGENTS.md.
