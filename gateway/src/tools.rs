@@ -300,6 +300,17 @@ impl Gateway {
         if has("checkout_repo") {
             offers.push("checks out the workspace's repositories (checkout_repo)".into());
         }
+        offers.push(
+            "reads posts, threads, channels and searches in Slack, reacts, edits its own posts and \
+             sends DMs (read_post, list_thread, read_channel_history, search_messages, \
+             react_to_post, update_own_post, send_dm)"
+                .into(),
+        );
+        offers.push(
+            "asks the session's people for permission with reactions when the CLI is started with \
+             --permission-prompt-tool mcp__calvin__permission_prompt"
+                .into(),
+        );
         let previews = match self.available_here("preview") {
             Some(Availability::Runs) => {
                 " It also gives local servers public URLs (preview, unpreview)."

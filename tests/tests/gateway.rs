@@ -11,7 +11,7 @@ use calvin_tests::{Origin, TestAgent, TestEdge, binary, curl};
 use serde_json::{Value, json};
 
 /// What a self-hosted gateway without a workspace definition lists.
-const SELF_HOSTED_TOOLS: [&str; 8] = [
+const SELF_HOSTED_TOOLS: [&str; 16] = [
     "send_file",
     "post_card",
     "spawn_thread",
@@ -20,6 +20,26 @@ const SELF_HOSTED_TOOLS: [&str; 8] = [
     "request_secret",
     "preview",
     "unpreview",
+    "permission_prompt",
+    "read_post",
+    "react_to_post",
+    "update_own_post",
+    "list_thread",
+    "read_channel_history",
+    "search_messages",
+    "send_dm",
+];
+
+/// The chat-thread family (claude-threads-mcp-tools.txt), in every mode.
+const FAMILY: [&str; 8] = [
+    "permission_prompt",
+    "read_post",
+    "react_to_post",
+    "update_own_post",
+    "list_thread",
+    "read_channel_history",
+    "search_messages",
+    "send_dm",
 ];
 
 /// A workspace definition (its repositories are never cloned here).
@@ -71,12 +91,26 @@ async fn each_mode_lists_the_spec_tools_and_says_what_it_offers() {
     let out = one_out;
     assert_eq!(out[0]["name"], "calvin");
     let said = out[0]["instructions"].as_str().expect("instructions");
-    assert!(said.starts_with("calvin (one-machine mode) posts files and cards into this session's Slack thread (send_file, post_card)."), "{said}");
+    assert!(said.starts_with("calvin (one-machine mode) posts files and cards into this session's Slack thread (send_file, post_card), reads posts, threads, channels and searches in Slack"), "{said}");
+    assert!(
+        said.contains("--permission-prompt-tool mcp__calvin__permission_prompt"),
+        "{said}"
+    );
     assert!(
         !said.contains("preview") && !said.contains("read_thread"),
         "{said}"
     );
-    assert_eq!(tool_names(&out[1]), ["send_file", "post_card"]);
+    let mut want = vec!["send_file", "post_card"];
+    want.extend(FAMILY);
+    assert_eq!(
+        tool_names(&out[1]),
+        want,
+        "the chat-thread family needs no tunnel"
+    );
+    assert!(
+        said.contains("(read_post, list_thread, read_channel_history, search_messages, react_to_post, update_own_post, send_dm)"),
+        "{said}"
+    );
     assert_refused(&out[2], "there is no tool \"preview\"");
     assert_refused(
         &out[3],
@@ -99,6 +133,7 @@ async fn each_mode_lists_the_spec_tools_and_says_what_it_offers() {
     let mut want = vec!["send_file", "post_card"];
     want.extend(threads);
     want.extend(["preview", "unpreview"]);
+    want.extend(FAMILY);
     assert_eq!(tool_names(&out[1]), want);
     for refusal in &out[2..4] {
         assert_refused(refusal, "the tunnel is disabled on a self-hosted gateway");
@@ -115,6 +150,8 @@ async fn each_mode_lists_the_spec_tools_and_says_what_it_offers() {
     assert_eq!(annotations("post_card")["openWorldHint"], true);
     assert_eq!(annotations("read_thread")["readOnlyHint"], true);
     assert_eq!(annotations("post_thread")["readOnlyHint"], false);
+    assert_eq!(annotations("read_channel_history")["readOnlyHint"], true);
+    assert_eq!(annotations("send_dm")["readOnlyHint"], false);
 
     // Self-hosted with a workspace definition: checkout_repo too.
     let out = defined_out;
@@ -126,7 +163,8 @@ async fn each_mode_lists_the_spec_tools_and_says_what_it_offers() {
         "{said}"
     );
 
-    // Hosted lists all nine, even without a workspace definition.
+    // Hosted lists all nine and the family, even without a workspace
+    // definition.
     let out = hosted_out;
     assert_eq!(tool_names(&out[1]), want);
     let said = out[0]["instructions"].as_str().expect("instructions");
@@ -676,7 +714,11 @@ async fn the_mcp_inspector_cli_lists_the_tools() {
     let listed: Value = serde_json::from_str(&stdout).expect("JSON from the inspector");
     let mut hosted = SELF_HOSTED_TOOLS.to_vec();
     hosted.insert(2, "checkout_repo");
-    assert_eq!(tool_names(&listed), hosted, "hosted lists all nine");
+    assert_eq!(
+        tool_names(&listed),
+        hosted,
+        "hosted lists all nine, and the chat-thread family"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
