@@ -672,6 +672,38 @@ mod tests {
     }
 
     #[test]
+    fn permissions_wait_1_s_to_a_day_and_name_user_ids() {
+        let with = |key: &str, secs: u64| {
+            check(&format!(
+                "mode = \"one-machine\"\n[permissions]\n{key} = {secs}"
+            ))
+        };
+        for key in ["timeout_secs", "decision_timeout_secs"] {
+            assert!(with(key, 1).is_ok() && with(key, 86_400).is_ok(), "{key}");
+            assert_eq!(
+                with(key, 86_401).unwrap_err(),
+                format!("[permissions] {key} must be from 1 to 86400 (a day), got 86401")
+            );
+            assert!(with(key, 0).is_err(), "{key}");
+        }
+        let c: GatewayConfig = toml::from_str("mode = \"one-machine\"").unwrap();
+        assert_eq!(
+            (c.permissions.timeout_secs, c.permissions.decision_timeout_secs),
+            (120, 3600)
+        );
+        let users = |list: &str| {
+            check(&format!(
+                "mode = \"one-machine\"\n[permissions]\nallow_users = {list}"
+            ))
+        };
+        assert!(users("[\"U0123ABC\", \"W0ENTERPRISE\"]").is_ok());
+        assert_eq!(
+            users("[\"@ann\"]").unwrap_err(),
+            "[permissions] allow_users: \"@ann\" is not a Slack user id (U… or W…)"
+        );
+    }
+
+    #[test]
     fn the_launcher_uses_known_placeholders_only() {
         let with = |cmd: &str| {
             check(&format!(
