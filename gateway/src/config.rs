@@ -688,7 +688,10 @@ mod tests {
         }
         let c: GatewayConfig = toml::from_str("mode = \"one-machine\"").unwrap();
         assert_eq!(
-            (c.permissions.timeout_secs, c.permissions.decision_timeout_secs),
+            (
+                c.permissions.timeout_secs,
+                c.permissions.decision_timeout_secs
+            ),
             (120, 3600)
         );
         let users = |list: &str| {

@@ -174,6 +174,18 @@ impl Gateway {
         if let Some(url) = &brief.web_url {
             env.push(("CALVIN_BRIEF_URL".into(), url.clone()));
         }
+        // The CLI gives up on a tool call after its own MCP timeout (about
+        // 2 minutes): permission_prompt may wait for a plan or a question
+        // up to decision_timeout_secs, so the new session's CLI waits a
+        // minute longer, unless the launcher passes a value of its own.
+        if !self.launcher.env.iter().any(|v| v == MCP_TOOL_TIMEOUT) {
+            let wait = self
+                .permissions
+                .decision_timeout_secs
+                .max(self.permissions.timeout_secs)
+                + 60;
+            env.push((MCP_TOOL_TIMEOUT.into(), (wait * 1000).to_string()));
+        }
         let argv: Vec<String> = self
             .launcher
             .command
@@ -262,6 +274,9 @@ fn fill(arg: &str, values: &[(&str, String)]) -> String {
         })
         .collect()
 }
+
+/// The coding CLI's MCP tool call timeout, in milliseconds.
+pub const MCP_TOOL_TIMEOUT: &str = "MCP_TOOL_TIMEOUT";
 
 /// Runs the launcher: no shell, no stdin, the allowlisted environment
 /// ([`crate::child_env`]) plus `passed` and the `env` given, the tail of

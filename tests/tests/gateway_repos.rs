@@ -104,7 +104,7 @@ async fn spawn_setup(launcher_body: Option<&str>) -> Spawn {
     let record = root.join("launched");
     let body = launcher_body.map(str::to_owned).unwrap_or_else(|| {
         format!(
-            "printf '%s\\0' \"$@\" >> {r}\nprintf 'ENV %s %s %s %s\\0' \"$CALVIN_THREAD_TS\" \"$CALVIN_PARENT_THREAD_TS\" \"$CALVIN_ENV_FILE\" \"${{SP_STORE_KEY-unset}}\" >> {r}",
+            "printf '%s\\0' \"$@\" >> {r}\nprintf 'ENV %s %s %s %s %s\\0' \"$CALVIN_THREAD_TS\" \"$CALVIN_PARENT_THREAD_TS\" \"$CALVIN_ENV_FILE\" \"${{SP_STORE_KEY-unset}}\" \"${{MCP_TOOL_TIMEOUT-unset}}\" >> {r}",
             r = record.display()
         )
     });
@@ -196,12 +196,12 @@ async fn spawn_thread_posts_the_task_and_starts_the_launcher_with_one_argument_e
     assert_eq!(
         env_line,
         &format!(
-            "ENV {} {} {} unset",
+            "ENV {} {} {} unset 3660000",
             m.ts,
             setup.thread_ts,
             default_env.display()
         ),
-        "the launcher never sees SP_STORE_KEY"
+        "the launcher never sees SP_STORE_KEY; the CLI waits past the decision bridge's hour"
     );
     assert!(
         !setup.session_dir().join("pwned").exists(),
