@@ -249,11 +249,17 @@ async fn allow_all_is_remembered_for_that_tool_only_and_readers_never_ask() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_answer_within_the_timeout_denies_and_says_so() {
     let setup = setup("timeout_secs = 1\n").await;
+    setup.seed_secret("DEPLOY_TOKEN", "hunter2-deploy-value");
     let (daemon, mcp) = daemon(&setup).await;
     let started = std::time::Instant::now();
+    let long = "x".repeat(5_000);
+    let command = format!("curl -H 'auth: hunter2-deploy-value' https://example.com/{long}");
     let out = drive(GatewayDaemon::http(
         &mcp,
-        json!([ask("Bash", json!({"command": "rm -rf build"}))]),
+        json!([ask(
+            "Bash",
+            json!({"command": command, "password": "pw-in-the-clear"})
+        )]),
     ))
     .await;
     let denied = decision(&out[0]);
@@ -267,7 +273,27 @@ async fn no_answer_within_the_timeout_denies_and_says_so() {
     );
     assert!(started.elapsed() >= Duration::from_secs(1));
     let posted = prompt(&setup.slack, "Permission requested", 1, 3).await;
-    assert!(updated_text(&setup.slack, &posted.ts).contains("Denied: no answer within 1 s"));
+    let shown = posted.text.expect("text");
+    assert!(
+        shown.contains("`curl -H 'auth: [secret]' https://example.com/xxx"),
+        "the session's secret is hidden: {shown}"
+    );
+    assert!(shown.contains("password: [hidden]"), "{shown}");
+    assert!(
+        !shown.contains("hunter2") && !shown.contains("pw-in-the-clear"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("[cut: ") && shown.len() < 2_500,
+        "a long input is cut: {} bytes",
+        shown.len()
+    );
+    let settled = updated_text(&setup.slack, &posted.ts);
+    assert!(
+        settled.contains("Denied: no answer within 1 s"),
+        "{settled}"
+    );
+    assert!(!settled.contains("hunter2"), "{settled}");
     daemon.stop().await;
 }
 
