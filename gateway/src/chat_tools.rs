@@ -258,17 +258,21 @@ impl Gateway {
             return Err(problems("nothing was read", &a.found));
         };
         let conversation = self.in_scope(runner, channel.as_str(), true).await?;
-        let (messages, more) = self
-            .chat
-            .history(channel.as_str(), max)
-            .await
-            .map_err(|e| match e {
-                ChatError::Api(code) if code == "not_in_channel" => format!(
-                    "the bot is not in {}: invite it there first",
-                    conversation.label()
-                ),
-                other => format!("cannot read {}: {}", conversation.label(), chat_reason(&other)),
-            })?;
+        let (messages, more) =
+            self.chat
+                .history(channel.as_str(), max)
+                .await
+                .map_err(|e| match e {
+                    ChatError::Api(code) if code == "not_in_channel" => format!(
+                        "the bot is not in {}: invite it there first",
+                        conversation.label()
+                    ),
+                    other => format!(
+                        "cannot read {}: {}",
+                        conversation.label(),
+                        chat_reason(&other)
+                    ),
+                })?;
         let picked: Vec<&ThreadMessage> = messages.iter().collect();
         let header = format!(
             "The latest {} top-level messages of {}, oldest first{}.",
@@ -291,12 +295,7 @@ impl Gateway {
 
     pub(crate) async fn search_messages(&self, runner: &Runner, raw: &JsonObject) -> ToolOutcome {
         let mut a = Args::new(raw, &["query", "max_results"]);
-        let query = a.text(
-            "query",
-            Some("what to search for"),
-            1..=QUERY_MAX,
-            true,
-        );
+        let query = a.text("query", Some("what to search for"), 1..=QUERY_MAX, true);
         let max = a.count("max_results", SEARCH_RESULTS.0, SEARCH_RESULTS.1);
         let (Some(query), Some(max), true) = (query, max, a.found.is_empty()) else {
             return Err(problems("nothing was searched", &a.found));
@@ -384,14 +383,19 @@ impl Gateway {
                 self.in_scope(runner, target.channel.as_str(), true).await?;
                 // The message must exist (and be in the thread the link names).
                 self.thread_of(&target).await?;
-                (target.channel.as_str().to_owned(), target.ts.as_str().to_owned())
+                (
+                    target.channel.as_str().to_owned(),
+                    target.ts.as_str().to_owned(),
+                )
             }
             None => {
                 let thread = self
                     .chat
                     .replies(&context.channel, &context.thread_ts)
                     .await
-                    .map_err(|e| format!("cannot read this session's thread: {}", chat_reason(&e)))?;
+                    .map_err(|e| {
+                        format!("cannot read this session's thread: {}", chat_reason(&e))
+                    })?;
                 let latest = thread
                     .last()
                     .ok_or("this session's thread has no message to react to")?;
@@ -462,7 +466,11 @@ impl Gateway {
         }
         let text = neutralise_mentions(&message);
         self.chat
-            .update(target.channel.as_str(), target.ts.as_str(), Text::plain(&text))
+            .update(
+                target.channel.as_str(),
+                target.ts.as_str(),
+                Text::plain(&text),
+            )
             .await
             .map_err(|e| format!("nothing was updated: {}", chat_reason(&e)))?;
         Ok((
@@ -510,11 +518,12 @@ impl Gateway {
                     .into(),
             );
         }
-        let members = self
-            .chat
-            .members(&context.channel)
-            .await
-            .map_err(|e| format!("no DM was sent: cannot list this session's channel: {}", chat_reason(&e)))?;
+        let members = self.chat.members(&context.channel).await.map_err(|e| {
+            format!(
+                "no DM was sent: cannot list this session's channel: {}",
+                chat_reason(&e)
+            )
+        })?;
         if !members.contains(&recipient) {
             return Err(format!(
                 "no DM was sent: <@{recipient}> is not a member of this session's channel; DMs go \
@@ -556,10 +565,12 @@ impl Gateway {
                 }
             }
         }
-        let home = self
-            .session_link(runner)
-            .await
-            .map_err(|e| format!("no DM was sent: cannot link this session's thread: {}", chat_reason(&e)))?;
+        let home = self.session_link(runner).await.map_err(|e| {
+            format!(
+                "no DM was sent: cannot link this session's thread: {}",
+                chat_reason(&e)
+            )
+        })?;
         let started_by = context
             .owner
             .as_deref()
@@ -581,9 +592,7 @@ impl Gateway {
             .map_err(|e| format!("no DM was sent: {}", chat_reason(&e)))?;
         let sent = slot.keep();
         Ok((
-            format!(
-                "sent a DM to <@{recipient}> ({sent} of {DMS_PER_RECIPIENT} for this session)"
-            ),
+            format!("sent a DM to <@{recipient}> ({sent} of {DMS_PER_RECIPIENT} for this session)"),
             json!({
                 "recipient": recipient,
                 "channel": posted.channel,
@@ -686,10 +695,21 @@ mod tests {
 
     #[test]
     fn emoji_names_are_checked() {
-        for good in ["eyes", "+1", "-1", "white_check_mark", "+1::skin-tone-3", "e-mail"] {
+        for good in [
+            "eyes",
+            "+1",
+            "-1",
+            "white_check_mark",
+            "+1::skin-tone-3",
+            "e-mail",
+        ] {
             assert_eq!(check_emoji(good), Ok(()), "{good}");
         }
-        assert!(check_emoji(":eyes:").unwrap_err().contains("without colons"));
+        assert!(
+            check_emoji(":eyes:")
+                .unwrap_err()
+                .contains("without colons")
+        );
         assert!(check_emoji("Eyes").is_err());
         assert!(check_emoji("eyes::skin-tone-7").is_err());
         assert!(check_emoji("a b").is_err());
@@ -699,7 +719,10 @@ mod tests {
     fn recipients_are_user_ids() {
         assert_eq!(parse_recipient("U0123ABC").as_deref(), Some("U0123ABC"));
         assert_eq!(parse_recipient("<@U0123ABC>").as_deref(), Some("U0123ABC"));
-        assert_eq!(parse_recipient("<@W0123ABC|ann>").as_deref(), Some("W0123ABC"));
+        assert_eq!(
+            parse_recipient("<@W0123ABC|ann>").as_deref(),
+            Some("W0123ABC")
+        );
         assert_eq!(parse_recipient("@ann"), None);
         assert_eq!(parse_recipient("C0123ABC"), None);
         assert_eq!(parse_recipient("u0123abc"), None);
