@@ -491,6 +491,7 @@ async fn react_to_post_without_a_url_reacts_to_the_latest_message_of_the_session
         react("Eyes"),
         react(&"a".repeat(101)),
         call("react_to_post", json!({})),
+        react(":+1::skin-tone-3:"),
     ])))
     .await;
     refused(
@@ -525,6 +526,10 @@ async fn react_to_post_without_a_url_reacts_to_the_latest_message_of_the_session
     refused(&out[4], "emoji \"Eyes\" is not an emoji name");
     refused(&out[5], "emoji is 101 characters; at most 100");
     refused(&out[6], "emoji is required");
+    refused(
+        &out[7],
+        "emoji is a name without colons: \"+1::skin-tone-3\", not \":+1::skin-tone-3:\"",
+    );
     assert_eq!(
         setup.slack.reactions(CHANNEL, &latest),
         [("eyes".to_owned(), vec![BOT_USER_ID.to_owned()])]
