@@ -631,7 +631,9 @@ fn left_note(left_out: usize) -> String {
 
 /// An emoji name as Slack's reactions take it: no colons.
 fn check_emoji(name: &str) -> Result<(), String> {
-    if name.contains(':') && !name.contains("::skin-tone-") {
+    // `:+1::skin-tone-3:` is wrapped in colons too, skin tone or not.
+    let wrapped = name.starts_with(':') || name.ends_with(':');
+    if wrapped || (name.contains(':') && !name.contains("::skin-tone-")) {
         let bare = name.trim_matches(':');
         return Err(format!(
             "emoji is a name without colons: {bare:?}, not {name:?}"
@@ -707,6 +709,18 @@ mod tests {
         }
         assert!(
             check_emoji(":eyes:")
+                .unwrap_err()
+                .contains("without colons")
+        );
+        assert_eq!(
+            check_emoji(":+1::skin-tone-3:"),
+            Err(
+                r#"emoji is a name without colons: "+1::skin-tone-3", not ":+1::skin-tone-3:""#
+                    .into()
+            )
+        );
+        assert!(
+            check_emoji("+1::skin-tone-3:")
                 .unwrap_err()
                 .contains("without colons")
         );
