@@ -6,7 +6,8 @@
 //!
 //! Scope: "the bot's channel" is the session's channel. read_post reads
 //! only there; the others also reach public channels the bot is a member
-//! of; search results are kept only from those.
+//! of (Slack answers a bot's history and replies only there); search
+//! results are kept from the session's channel and public channels.
 
 use std::collections::HashMap;
 
@@ -318,7 +319,14 @@ impl Gateway {
             let allowed = match scope.get(&m.channel) {
                 Some(allowed) => *allowed,
                 None => {
-                    let allowed = self.in_scope(runner, &m.channel, true).await.is_ok();
+                    // Public channels are readable by everyone in the
+                    // workspace, whether the bot is in them or not.
+                    let allowed = m.channel == runner.context.channel
+                        || self
+                            .chat
+                            .conversation(&m.channel)
+                            .await
+                            .is_ok_and(|c| c.is_public());
                     scope.insert(m.channel.clone(), allowed);
                     allowed
                 }

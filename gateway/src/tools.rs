@@ -113,7 +113,8 @@ impl Runner {
         let n = dms.entry(recipient.to_owned()).or_default();
         if *n >= DMS_PER_RECIPIENT {
             return Err(format!(
-                "no DM was sent: send_dm is limited to {DMS_PER_RECIPIENT} DMs per recipient per                  session, and <@{recipient}> has had them all"
+                "no DM was sent: send_dm is limited to {DMS_PER_RECIPIENT} DMs per recipient per \
+                 session, and <@{recipient}> has had them all"
             ));
         }
         *n += 1;

@@ -619,17 +619,19 @@ async fn update_own_post_edits_only_the_bots_posts_up_to_4000_characters() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn search_keeps_only_the_sessions_channel_and_public_channels_the_bot_is_in() {
+async fn search_keeps_only_the_sessions_channel_and_public_channels() {
     let setup = world_with_search().await;
     let slack = &setup.slack;
     // The searcher can read all five; the newest matches are out of scope,
-    // so a cut made before the filter would show.
+    // so a cut made before the filter would show. A public channel counts
+    // whether the bot is in it or not: everyone in the workspace reads it.
     let own = slack.add_message(CHANNEL, ALICE, "the rollout plan is ready", None);
     let public = slack.add_message(PUBLIC, BOB, "Rollout plan: Tuesday", None);
-    for c in [NOBOT, TEAM, HIDDEN] {
+    let unjoined = slack.add_message(NOBOT, ALICE, "the rollout plan, in public", None);
+    for c in [TEAM, HIDDEN] {
         slack.add_message(c, ALICE, "the rollout plan, privately", None);
     }
-    let in_scope: Vec<String> = (1..=30)
+    let mut in_scope: Vec<String> = (1..=30)
         .map(|i| {
             let c = if i % 2 == 0 { CHANNEL } else { PUBLIC };
             slack.add_message(c, BOB, &format!("deploy number {i}"), None)
@@ -637,7 +639,10 @@ async fn search_keeps_only_the_sessions_channel_and_public_channels_the_bot_is_i
         .collect();
     for c in [NOBOT, TEAM, HIDDEN] {
         for _ in 0..3 {
-            slack.add_message(c, ALICE, "deploy elsewhere", None);
+            let ts = slack.add_message(c, ALICE, "deploy elsewhere", None);
+            if c == NOBOT {
+                in_scope.push(ts);
+            }
         }
     }
     let search = |args: Value| call("search_messages", args);
@@ -652,27 +657,31 @@ async fn search_keeps_only_the_sessions_channel_and_public_channels_the_bot_is_i
     ])))
     .await;
     let s = ok(&out[0]);
-    assert_eq!(listed(s), [public.clone(), own.clone()]);
+    assert_eq!(listed(s), [unjoined.clone(), public.clone(), own.clone()]);
     let channels: Vec<&str> = s["messages"]
         .as_array()
         .expect("messages")
         .iter()
         .map(|m| m["channel"].as_str().expect("channel"))
         .collect();
-    assert_eq!(channels, [PUBLIC, CHANNEL]);
-    assert_eq!(s["messages"][0]["permalink"], link(PUBLIC, &public));
+    assert_eq!(channels, [NOBOT, PUBLIC, CHANNEL]);
+    assert_eq!(s["messages"][1]["permalink"], link(PUBLIC, &public));
     let c = content(s);
     assert!(
-        c.starts_with("2 messages matching the search, newest first"),
+        c.starts_with("3 messages matching the search, newest first"),
         "{c}"
     );
     assert!(!c.contains("privately"), "{c}");
-    // 30 in scope, newest first: 25 of them, and none of the nine others.
+    // 33 in scope, newest first: 25 of them, and none of the six private.
     let mut newest_first = in_scope.clone();
     newest_first.reverse();
     let s = ok(&out[1]);
     assert_eq!(listed(s), newest_first[..25]);
-    assert!(!content(s).contains("deploy elsewhere"));
+    assert_eq!(
+        content(s).matches("deploy elsewhere").count(),
+        3,
+        "the unjoined public channel's three, not the private ones'"
+    );
     refused(
         &out[2],
         "max_results must be an integer from 1 to 25, got 26",

@@ -478,7 +478,9 @@ async fn send_dm_asks_before_a_first_dm_and_stops_at_three() {
         out[3]["structured"]["reason"]
             .as_str()
             .expect("reason")
-            .contains("limited to 3 DMs per recipient"),
+            .contains(
+                "limited to 3 DMs per recipient per session, and <@U0FRIEND> has had them all"
+            ),
         "{}",
         out[3]
     );
