@@ -18,9 +18,9 @@ use crate::args::{Args, problems};
 use crate::chat::{ChatError, Conversation, Text, ThreadMessage};
 use crate::config::is_user_id;
 use crate::files;
-use crate::permalink::{ChannelId, Target, parse_permalink};
+use crate::permalink::{ChannelId, Target, parse_permalink_for};
 use crate::permission::Verdict;
-use crate::threads::{Entry, MAX_POST_CHARS, author, neutralise_mentions, shown, untrusted};
+use crate::threads::{Entry, MAX_POST_CHARS, author, cut, neutralise_mentions, shown, untrusted};
 use crate::tools::{Gateway, Runner, ToolOutcome, chat_reason};
 
 /// read_post's and list_thread's `max_messages`: default and cap.
@@ -52,9 +52,10 @@ impl Gateway {
         public_too: bool,
     ) -> Result<Conversation, String> {
         let own = channel == runner.context.channel;
-        let found = self.chat.conversation(channel).await;
-        let conversation = match found {
+        let conversation = match self.lookup(channel).await {
             Ok(c) => c,
+            // The session's own conversation is in scope whatever Slack
+            // says of it; only its label is missing.
             Err(_) if own => Conversation {
                 id: channel.to_owned(),
                 name: None,
@@ -63,13 +64,7 @@ impl Gateway {
                 is_mpim: false,
                 is_member: true,
             },
-            Err(ChatError::Api(code)) if code == "channel_not_found" => {
-                return Err(format!(
-                    "the bot cannot see {channel}: it does not exist, or it is private and the bot \
-                     is not in it"
-                ));
-            }
-            Err(e) => return Err(format!("cannot look up {channel}: {}", chat_reason(&e))),
+            Err(why) => return Err(why),
         };
         if own {
             return Ok(conversation);
@@ -99,7 +94,14 @@ impl Gateway {
     }
 
     /// A permalink argument, parsed strictly against the workspace's host.
-    async fn link_arg(&self, a: &mut Args<'_>, required: bool) -> Result<Option<Target>, String> {
+    /// A link into the session's own conversation is taken whatever its
+    /// kind (a session in a DM links its own thread).
+    async fn link_arg(
+        &self,
+        runner: &Runner,
+        a: &mut Args<'_>,
+        required: bool,
+    ) -> Result<Option<Target>, String> {
         let what = if required {
             Some("the post's Slack link (https://<workspace>/archives/<C…|G…>/p<16 digits>)")
         } else {
@@ -109,7 +111,7 @@ impl Gateway {
             return Ok(None);
         };
         let host = self.workspace().await?.host;
-        match parse_permalink(&url, &host) {
+        match parse_permalink_for(&url, &host, &runner.context.channel) {
             Ok(target) => Ok(Some(target)),
             Err(why) => {
                 a.found.push(why);
@@ -146,7 +148,7 @@ impl Gateway {
 
     pub(crate) async fn read_post(&self, runner: &Runner, raw: &JsonObject) -> ToolOutcome {
         let mut a = Args::new(raw, &["url", "include_thread", "max_messages"]);
-        let target = self.link_arg(&mut a, true).await?;
+        let target = self.link_arg(runner, &mut a, true).await?;
         let include = a.boolean("include_thread").unwrap_or(false);
         let max = a.count("max_messages", THREAD_MESSAGES.0, THREAD_MESSAGES.1);
         let (Some(target), Some(max), true) = (target, max, a.found.is_empty()) else {
@@ -191,7 +193,7 @@ impl Gateway {
 
     pub(crate) async fn list_thread(&self, runner: &Runner, raw: &JsonObject) -> ToolOutcome {
         let mut a = Args::new(raw, &["url", "max_messages"]);
-        let target = self.link_arg(&mut a, false).await?;
+        let target = self.link_arg(runner, &mut a, false).await?;
         let max = a.count("max_messages", THREAD_MESSAGES.0, THREAD_MESSAGES.1);
         let (Some(max), true) = (max, a.found.is_empty()) else {
             return Err(problems("nothing was read", &a.found));
@@ -347,7 +349,7 @@ impl Gateway {
         let refs: Vec<&ThreadMessage> = messages.iter().collect();
         let header = format!(
             "{} messages matching the search, newest first, from this session's channel and \
-             public channels the bot is in.",
+             public channels.",
             refs.len()
         );
         let (content, mut meta) = self.listing(&header, &refs).await;
@@ -368,7 +370,7 @@ impl Gateway {
 
     pub(crate) async fn react_to_post(&self, runner: &Runner, raw: &JsonObject) -> ToolOutcome {
         let mut a = Args::new(raw, &["url", "emoji"]);
-        let target = self.link_arg(&mut a, false).await?;
+        let target = self.link_arg(runner, &mut a, false).await?;
         let emoji = a.text(
             "emoji",
             Some("an emoji name without colons, e.g. white_check_mark, +1, eyes"),
@@ -433,7 +435,7 @@ impl Gateway {
 
     pub(crate) async fn update_own_post(&self, runner: &Runner, raw: &JsonObject) -> ToolOutcome {
         let mut a = Args::new(raw, &["url", "message"]);
-        let target = self.link_arg(&mut a, true).await?;
+        let target = self.link_arg(runner, &mut a, true).await?;
         let message = a.text(
             "message",
             Some(&format!("the new text, 1 to {MAX_POST_CHARS} characters")),
@@ -450,6 +452,13 @@ impl Gateway {
             .iter()
             .find(|m| m.ts == target.ts.as_str())
             .ok_or_else(|| format!("there is no message {} in {}", target.ts, target.channel))?;
+        if self.is_prompt(target.channel.as_str(), &post.ts) {
+            return Err(format!(
+                "nothing was updated: the message {} is one of the gateway's permission prompts, \
+                 which only the gateway edits (with the decision)",
+                post.ts
+            ));
+        }
         let by_bot = post.user.as_deref() == Some(workspace.bot_user.as_str())
             || (post.bot_id.is_some() && post.bot_id == workspace.bot_id);
         if !by_bot {
@@ -541,15 +550,11 @@ impl Gateway {
         let slot = runner.take_dm(&recipient)?;
         if !runner.dm_allowed(&recipient) {
             let head = format!("Permission requested: *send_dm* to <@{recipient}>");
-            let preview: String = message.chars().take(DM_PREVIEW_CHARS).collect();
-            let more = message.chars().count().saturating_sub(DM_PREVIEW_CHARS);
-            let mut body = format!(
+            let preview = cut(&message, DM_PREVIEW_CHARS);
+            let body = format!(
                 "> {}",
                 crate::card::escape_mrkdwn(&neutralise_mentions(&preview)).replace('\n', "\n> ")
             );
-            if more > 0 {
-                body.push_str(&format!("\n_[{more} more characters]_"));
-            }
             match self.ask_permission(runner, &head, &body).await {
                 Ok(Verdict::Once(_)) => {}
                 Ok(Verdict::All(_)) => runner.allow_dm(&recipient),

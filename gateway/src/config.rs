@@ -33,10 +33,9 @@
 //! code_channels = []               # spawn_thread from these posts into the owner's DM
 //!
 //! [launcher]                       # spawn_thread starts sessions with this (no shell)
-//! # The coding CLI gives up on a tool call after its own MCP timeout (about 2 minutes):
-//! # for permission_prompt to wait [permissions] decision_timeout_secs, set the CLI's
-//! # MCP_TOOL_TIMEOUT (milliseconds) in the sessions' environment, e.g. env = ["MCP_TOOL_TIMEOUT"]
-//! # with MCP_TOOL_TIMEOUT=3600000 in the gateway's environment.
+//! # The coding CLI gives up on a tool call after its own MCP timeout (about 2 minutes): the
+//! # launcher gets MCP_TOOL_TIMEOUT = (decision_timeout_secs + 60) * 1000 to start it with, unless
+//! # env names MCP_TOOL_TIMEOUT and the gateway's environment has it (that value goes instead).
 //! command = ["start-session", "--channel", "{channel}", "--thread-ts", "{thread_ts}"]
 //! timeout_secs = 30
 //! env = []                         # variables passed besides PATH, HOME, LANG, ... (never SP_STORE_KEY unless named)

@@ -104,16 +104,12 @@ impl DaemonClient {
         }
     }
 
-    /// `GET /reactions`: the reactions to the message `ts` of `channel`,
-    /// from the moment this returns (the daemon answers a first line once
-    /// it is watching), each as the daemon's event JSON. The stream ends
-    /// when the receiver is dropped.
-    pub async fn watch_reactions(
-        &self,
-        channel: &str,
-        ts: &str,
-    ) -> Result<mpsc::Receiver<Value>, String> {
-        let url = format!("{}/reactions?channel={channel}&ts={ts}", self.base);
+    /// `GET /reactions`: the reactions added in `channel` from the moment
+    /// this returns (the daemon answers a first line once it is watching),
+    /// each as the daemon's event JSON. The stream ends when the receiver
+    /// is dropped.
+    pub async fn watch_reactions(&self, channel: &str) -> Result<mpsc::Receiver<Value>, String> {
+        let url = format!("{}/reactions?channel={channel}", self.base);
         let failed = |why: String| {
             format!(
                 "cannot hear reactions through the calvin-gateway serve daemon at {} (which \

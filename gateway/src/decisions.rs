@@ -11,7 +11,8 @@
 //! Reactions arrive as Slack events, which only the `serve` daemon
 //! receives: in the daemon the hub hands them over directly; a stdio
 //! gateway streams them from the daemon (`GET /reactions`). The watch
-//! starts before the options are added, so no answer to an option is lost.
+//! (of the channel) starts before the question is posted, so no answer is
+//! lost. A question abandoned while it waits says so in Slack.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::chat::{Text, ThreadRef};
+use crate::chat::{ChatBackend, Text, ThreadRef};
 use crate::daemon_client::DaemonClient;
 use crate::events::EventHub;
 use crate::session::SessionContext;
@@ -37,11 +38,11 @@ pub enum ReactionRoute {
 }
 
 impl ReactionRoute {
-    /// The reactions to the message `ts`, from now on.
-    async fn watch(&self, channel: &str, ts: &str) -> Result<mpsc::Receiver<Value>, String> {
+    /// The reactions added in `channel`, from now on.
+    async fn watch(&self, channel: &str) -> Result<mpsc::Receiver<Value>, String> {
         match self {
-            ReactionRoute::Here(hub) => Ok(hub.watch_message(channel, ts)),
-            ReactionRoute::Daemon(daemon) => daemon.watch_reactions(channel, ts).await,
+            ReactionRoute::Here(hub) => Ok(hub.watch_reactions(channel)),
+            ReactionRoute::Daemon(daemon) => daemon.watch_reactions(channel).await,
             ReactionRoute::Nowhere(why) => Err(why.clone()),
         }
     }
@@ -67,12 +68,11 @@ pub enum Heard {
     NoAnswer,
 }
 
-/// A question posted, and its answer.
-#[derive(Debug, Clone)]
+/// A question posted, and its answer; [`Gateway::settle`] writes the
+/// outcome into it.
 pub struct Asked {
-    pub channel: String,
-    pub ts: String,
     pub heard: Heard,
+    pending: Pending,
 }
 
 /// The reaction's name without a skin tone (`+1::skin-tone-3` is `+1`).
@@ -98,21 +98,20 @@ impl Gateway {
 
     /// Posts `question` in `thread`, adds its options and waits for an
     /// answer. An error when it could not be asked (nothing is waited for).
+    /// The watch starts before the post, so no reaction to it is missed.
     pub(crate) async fn ask(
         &self,
         thread: &ThreadRef,
         question: Question,
     ) -> Result<Asked, String> {
-        // Nothing is posted that nobody could hear answered.
-        if let ReactionRoute::Nowhere(why) = &self.reactions {
-            return Err(why.clone());
-        }
         let bot = self
             .chat
             .workspace()
             .await
             .map_err(|e| format!("cannot ask Slack who the bot is: {}", chat_reason(&e)))?
             .bot_user;
+        // Nothing is posted that nobody could hear answered.
+        let mut reactions = self.reactions.watch(&thread.channel).await?;
         let posted = self
             .chat
             .post(
@@ -122,43 +121,40 @@ impl Gateway {
             )
             .await
             .map_err(|e| format!("the question was not posted: {}", chat_reason(&e)))?;
-        let (channel, ts) = (posted.channel, posted.ts);
-        let not_heard = |why: String| {
-            let said = format!(
-                "{}\n\n_Cannot wait for an answer here: {why}_",
-                question.text
-            );
-            let (channel, ts) = (channel.clone(), ts.clone());
-            async move {
-                let _ = self.chat.update(&channel, &ts, Text::plain(&said)).await;
-                why
-            }
-        };
-        let mut reactions = match self.reactions.watch(&channel, &ts).await {
-            Ok(reactions) => reactions,
-            Err(why) => return Err(not_heard(why).await),
+        self.remember_prompt(&posted.channel, &posted.ts);
+        let mut pending = Pending {
+            chat: self.chat.clone(),
+            channel: posted.channel,
+            ts: posted.ts,
+            text: question.text.clone(),
+            open: true,
         };
         for option in &question.options {
-            if let Err(e) = self.chat.add_reaction(&channel, &ts, option).await {
-                return Err(not_heard(format!(
+            if let Err(e) = self
+                .chat
+                .add_reaction(&pending.channel, &pending.ts, option)
+                .await
+            {
+                let why = format!(
                     "the option :{option}: could not be added: {}",
                     chat_reason(&e)
-                ))
-                .await);
+                );
+                pending
+                    .close(&format!("_Cannot wait for an answer here: {why}_"))
+                    .await;
+                return Err(why);
             }
         }
         let deadline = tokio::time::Instant::now() + question.timeout;
-        loop {
+        let heard = loop {
             let event = match tokio::time::timeout_at(deadline, reactions.recv()).await {
-                Err(_) => {
-                    return Ok(Asked {
-                        channel,
-                        ts,
-                        heard: Heard::NoAnswer,
-                    });
-                }
+                Err(_) => break Heard::NoAnswer,
                 Ok(None) => {
-                    return Err(not_heard("the stream of Slack's events ended".into()).await);
+                    let why = "the stream of Slack's events ended";
+                    pending
+                        .close(&format!("_Cannot wait for an answer here: {why}_"))
+                        .await;
+                    return Err(why.into());
                 }
                 Ok(Some(event)) => event,
             };
@@ -166,33 +162,89 @@ impl Gateway {
             else {
                 continue;
             };
-            if user == bot || !question.deciders.contains(user) {
+            if event["ts"].as_str() != Some(pending.ts.as_str())
+                || user == bot
+                || !question.deciders.contains(user)
+            {
                 continue;
             }
             let reaction = base_reaction(reaction);
             if let Some(option) = question.options.iter().position(|o| *o == reaction) {
-                return Ok(Asked {
-                    channel,
-                    ts,
-                    heard: Heard::Chose {
-                        option,
-                        user: user.to_owned(),
-                    },
-                });
+                break Heard::Chose {
+                    option,
+                    user: user.to_owned(),
+                };
             }
-        }
+        };
+        Ok(Asked { heard, pending })
     }
 
     /// Replaces a question's text with its outcome (best effort: the
     /// decision stands if Slack refuses the edit).
-    pub(crate) async fn settle(&self, asked: &Asked, text: &str) {
+    pub(crate) async fn settle(&self, asked: Asked, text: &str) {
+        let mut pending = asked.pending;
+        pending.open = false;
         if let Err(e) = self
             .chat
-            .update(&asked.channel, &asked.ts, Text::plain(text))
+            .update(&pending.channel, &pending.ts, Text::plain(text))
             .await
         {
             tracing::warn!(error = %chat_reason(&e), "a question's outcome was not written into it");
         }
+    }
+
+    /// The gateway's prompts are not the model's to edit (update_own_post):
+    /// it could reword a request before a person answers it.
+    fn remember_prompt(&self, channel: &str, ts: &str) {
+        let mut prompts = self.prompts.lock().unwrap_or_else(|e| e.into_inner());
+        prompts.insert((channel.to_owned(), ts.to_owned()), ());
+    }
+
+    pub(crate) fn is_prompt(&self, channel: &str, ts: &str) -> bool {
+        let prompts = self.prompts.lock().unwrap_or_else(|e| e.into_inner());
+        prompts.get(&(channel.to_owned(), ts.to_owned())).is_some()
+    }
+}
+
+/// A question posted and not yet settled. Dropped open (the tool call was
+/// abandoned: the CLI gave up, the session ended), the post says that
+/// nobody waits for it any more, so a late answer does not look taken.
+pub(crate) struct Pending {
+    chat: Arc<dyn ChatBackend>,
+    channel: String,
+    ts: String,
+    text: String,
+    open: bool,
+}
+
+impl Pending {
+    /// Ends the question with `note` under its text.
+    async fn close(&mut self, note: &str) {
+        self.open = false;
+        let said = format!("{}\n\n{note}", self.text);
+        let _ = self
+            .chat
+            .update(&self.channel, &self.ts, Text::plain(&said))
+            .await;
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.open {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (chat, channel, ts) = (self.chat.clone(), self.channel.clone(), self.ts.clone());
+        let said = format!(
+            "{}\n\n_No longer waiting: the session stopped asking._",
+            self.text
+        );
+        runtime.spawn(async move {
+            let _ = chat.update(&channel, &ts, Text::plain(&said)).await;
+        });
     }
 }
 

@@ -7,8 +7,9 @@
 //!   only its message, so the hub remembers which thread each message it
 //!   saw belongs to; a reaction to a message it never saw goes to the
 //!   thread that message starts.
-//! - A reaction also goes to the watchers of its message
-//!   ([`EventHub::watch_message`]): a prompt waiting for its answer.
+//! - A reaction also goes to the watchers of its channel
+//!   ([`EventHub::watch_reactions`]): a prompt waiting for its answer, which
+//!   watches before it posts and keeps the reactions to its own message.
 //! - A button click and a submitted form go to the flow that posted the
 //!   button ([`crate::secret_request`]); they carry its request id.
 
@@ -146,8 +147,8 @@ impl<K: std::hash::Hash + Eq + Clone, V> Remembered<K, V> {
 /// Routes events to sessions.
 pub struct EventHub {
     subscribers: Mutex<HashMap<ThreadKey, Vec<mpsc::Sender<Value>>>>,
-    /// Watchers of one message's reactions, by (channel, message ts).
-    watchers: Mutex<HashMap<ThreadKey, Vec<mpsc::Sender<Value>>>>,
+    /// Watchers of the reactions in a channel, by channel.
+    watchers: Mutex<HashMap<String, Vec<mpsc::Sender<Value>>>>,
     /// Which thread each message seen is in.
     threads: Mutex<Remembered<ThreadKey, String>>,
     pub secrets: Arc<SecretRequests>,
@@ -176,24 +177,26 @@ impl EventHub {
         rx
     }
 
-    /// The reactions added to one message, from now on (as
+    /// The reactions added in `channel`, from now on (as
     /// [`ChatEvent::to_json`] gives them).
-    pub fn watch_message(&self, channel: &str, ts: &str) -> mpsc::Receiver<Value> {
+    pub fn watch_reactions(&self, channel: &str) -> mpsc::Receiver<Value> {
         let (tx, rx) = mpsc::channel(SUBSCRIBER_QUEUE);
         let mut watchers = self.watchers.lock().unwrap_or_else(|e| e.into_inner());
-        let list = watchers
-            .entry((channel.to_owned(), ts.to_owned()))
-            .or_default();
-        list.retain(|tx| !tx.is_closed());
-        list.push(tx);
+        // Those gone since, in every channel (a quiet channel never prunes
+        // on an event).
+        watchers.retain(|_, list| {
+            list.retain(|tx| !tx.is_closed());
+            !list.is_empty()
+        });
+        watchers.entry(channel.to_owned()).or_default().push(tx);
         rx
     }
 
     /// Routes `event` to its thread's subscribers (and a reaction to its
-    /// message's watchers), without waiting.
+    /// channel's watchers), without waiting.
     pub fn on_event(&self, event: ChatEvent) {
         let watched = match &event {
-            ChatEvent::Reaction { channel, ts, .. } => Some((channel.clone(), ts.clone())),
+            ChatEvent::Reaction { channel, .. } => Some(channel.clone()),
             ChatEvent::Message { .. } => None,
         };
         let key = match &event {
@@ -217,8 +220,8 @@ impl EventHub {
             }
         };
         let value = event.to_json(&key.1);
-        if let Some(message) = watched {
-            deliver(&self.watchers, &message, &value);
+        if let Some(channel) = watched {
+            deliver(&self.watchers, &channel, &value);
         }
         deliver(&self.subscribers, &key, &value);
     }
@@ -245,9 +248,9 @@ impl EventHub {
 
 /// Sends `value` to the receivers listed under `key`, without waiting;
 /// forgets the closed ones.
-fn deliver(
-    map: &Mutex<HashMap<ThreadKey, Vec<mpsc::Sender<Value>>>>,
-    key: &ThreadKey,
+fn deliver<K: std::hash::Hash + Eq + std::fmt::Debug>(
+    map: &Mutex<HashMap<K, Vec<mpsc::Sender<Value>>>>,
+    key: &K,
     value: &Value,
 ) {
     let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
@@ -255,7 +258,10 @@ fn deliver(
         list.retain(|tx| match tx.try_send(value.clone()) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
-                tracing::warn!(channel = %key.0, ts = %key.1, "an event receiver is behind; an event was dropped for it");
+                tracing::warn!(
+                    ?key,
+                    "an event receiver is behind; an event was dropped for it"
+                );
                 true
             }
             Err(mpsc::error::TrySendError::Closed(_)) => false,
@@ -316,35 +322,32 @@ mod tests {
     }
 
     #[test]
-    fn a_message_watcher_hears_reactions_to_that_message_only() {
+    fn a_channel_watcher_hears_its_channels_reactions_only() {
         let hub = hub();
-        let mut watcher = hub.watch_message("C1", "1.5");
+        let mut watcher = hub.watch_reactions("C1");
         hub.on_event(message("C1", "1.5", Some("1.0"), "prompt"));
-        for (ts, reaction) in [("1.6", "eyes"), ("1.5", "+1")] {
+        for (channel, reaction) in [("C2", "eyes"), ("C1", "+1")] {
             hub.on_event(ChatEvent::Reaction {
-                channel: "C1".into(),
-                ts: ts.into(),
+                channel: channel.into(),
+                ts: "1.5".into(),
                 user: "U2".into(),
                 reaction: reaction.into(),
             });
         }
-        let heard = watcher.try_recv().expect("the reaction to 1.5");
+        let heard = watcher.try_recv().expect("the reaction in C1");
         assert_eq!(
             (heard["ts"].as_str(), heard["reaction"].as_str()),
             (Some("1.5"), Some("+1"))
         );
         assert!(
             watcher.try_recv().is_err(),
-            "messages and other reactions are not watched"
+            "messages and other channels' reactions are not watched"
         );
         drop(watcher);
-        hub.on_event(ChatEvent::Reaction {
-            channel: "C1".into(),
-            ts: "1.5".into(),
-            user: "U2".into(),
-            reaction: "-1".into(),
-        });
-        assert!(hub.watchers.lock().expect("lock").is_empty());
+        drop(hub.watch_reactions("C3"));
+        let _kept = hub.watch_reactions("C4");
+        let watched: Vec<String> = hub.watchers.lock().expect("lock").keys().cloned().collect();
+        assert_eq!(watched, ["C4"], "closed watchers go, in every channel");
     }
 
     #[test]

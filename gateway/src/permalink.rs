@@ -156,6 +156,17 @@ impl Target {
 
 /// A Slack permalink of the workspace at `host` (e.g. `acme.slack.com`).
 pub fn parse_permalink(link: &str, host: &str) -> Result<Target, String> {
+    parse_link(link, host, None)
+}
+
+/// [`parse_permalink`], also taking a link into `own`, the session's own
+/// conversation, whatever its kind (a session in a DM, `D…`, links its own
+/// messages too).
+pub fn parse_permalink_for(link: &str, host: &str, own: &str) -> Result<Target, String> {
+    parse_link(link, host, Some(own))
+}
+
+fn parse_link(link: &str, host: &str, own: Option<&str>) -> Result<Target, String> {
     let what = |why: &str| format!("the link {link:?} {why}");
     let url = url::Url::parse(link).map_err(|e| what(&format!("is not a URL ({e})")))?;
     if url.scheme() != "https" {
@@ -185,8 +196,10 @@ pub fn parse_permalink(link: &str, host: &str) -> Result<Target, String> {
             "is not a message link (https://{host}/archives/<channel>/p<16 digits>)"
         )));
     };
-    let channel =
-        ChannelId::parse(channel).map_err(|e| what(&format!("names a bad channel: {e}")))?;
+    let channel = match own {
+        Some(own) if channel == own => ChannelId(own.to_owned()),
+        _ => ChannelId::parse(channel).map_err(|e| what(&format!("names a bad channel: {e}")))?,
+    };
     let message = match (parts.next(), parts.next()) {
         (Some(p), None) if p.starts_with('p') => Ts::from_p(&p[1..])
             .ok_or_else(|| what("has a malformed message part: p followed by exactly 16 digits"))?,

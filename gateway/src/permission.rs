@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 
 use crate::card::escape_mrkdwn;
 use crate::decisions::{Heard, Question};
-use crate::threads::neutralise_mentions;
+use crate::threads::{cut, neutralise_mentions};
 use crate::tools::{Gateway, Runner};
 
 /// This server's tools as the CLI names them.
@@ -72,6 +72,8 @@ pub const SUMMARY_CHARS: usize = 1_500;
 pub const VALUE_CHARS: usize = 300;
 /// The longest plan shown in full.
 pub const PLAN_CHARS: usize = 12_000;
+/// The longest tool name shown.
+pub const TOOL_NAME_CHARS: usize = 200;
 
 /// The CLI's answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,30 +143,42 @@ impl Gateway {
         if own.is_some_and(|t| NEVER_ASK.contains(&t)) || runner.allowed_all(&tool) {
             return Ok(Decision::Allow(Value::Object(input)));
         }
+        // What is shown never holds a secret: without the session's secret
+        // values to hide, nothing is shown (and nothing allowed).
+        let secrets = match self.secret_values(&runner.context).await {
+            Ok(secrets) => secrets,
+            Err(why) => {
+                return Ok(Decision::Deny(format!(
+                    "Permission to use {} was denied: it could not be asked without showing \
+                     secrets ({why}).",
+                    cut(&tool, TOOL_NAME_CHARS)
+                )));
+            }
+        };
         match tool.as_str() {
             "ExitPlanMode" => {
-                if let Some(decision) = self.plan(runner, &input).await {
+                if let Some(decision) = self.plan(runner, &input, &secrets).await {
                     return Ok(decision);
                 }
             }
-            "AskUserQuestion" => return Ok(self.questions(runner, input).await),
+            "AskUserQuestion" => return Ok(self.questions(runner, input, &secrets).await),
             _ => {}
         }
-        Ok(self.generic_prompt(runner, &tool, input).await)
+        Ok(self.generic_prompt(runner, &tool, input, &secrets).await)
     }
 
     /// The generic prompt, and its decision (denied when it cannot be
     /// asked).
-    async fn generic_prompt(&self, runner: &Runner, tool: &str, input: JsonObject) -> Decision {
-        let secrets = self
-            .secret_values(&runner.context)
-            .await
-            .unwrap_or_default();
-        let head = format!(
-            "Permission requested: *{}*",
-            escape_mrkdwn(&neutralise_mentions(tool))
-        );
-        let summary = summary(tool, &input, &secrets);
+    async fn generic_prompt(
+        &self,
+        runner: &Runner,
+        tool: &str,
+        input: JsonObject,
+        secrets: &[String],
+    ) -> Decision {
+        let name = cut(&tool_label(tool, secrets), TOOL_NAME_CHARS);
+        let head = format!("Permission requested: *{}*", shown_text(&name, &[]));
+        let summary = summary(tool, &input, secrets);
         let verdict = self.ask_permission(runner, &head, &summary).await;
         match verdict {
             Ok(Verdict::Once(_)) => Decision::Allow(Value::Object(input)),
@@ -173,15 +187,15 @@ impl Gateway {
                 Decision::Allow(Value::Object(input))
             }
             Ok(Verdict::Denied(user)) => Decision::Deny(format!(
-                "Permission to use {tool} was denied in Slack by {}.",
+                "Permission to use {name} was denied in Slack by {}.",
                 self.name_of(&user).await
             )),
             Ok(Verdict::NoAnswer) => Decision::Deny(format!(
-                "Permission to use {tool} was denied: nobody answered in Slack within {} s.",
+                "Permission to use {name} was denied: nobody answered in Slack within {} s.",
                 self.permissions.timeout_secs
             )),
             Err(why) => Decision::Deny(format!(
-                "Permission to use {tool} was denied: it could not be asked in Slack ({why})."
+                "Permission to use {name} was denied: it could not be asked in Slack ({why})."
             )),
         }
     }
@@ -209,7 +223,7 @@ impl Gateway {
             timeout: Duration::from_secs(self.permissions.timeout_secs),
         };
         let asked = self.ask(&context.thread(), question).await?;
-        let (verdict, outcome) = match &asked.heard {
+        let (verdict, outcome) = match asked.heard.clone() {
             Heard::Chose { option: 0, user } => (
                 Verdict::Once(user.clone()),
                 format!(":+1: Allowed once by <@{user}>"),
@@ -230,19 +244,23 @@ impl Gateway {
                 ),
             ),
         };
-        self.settle(&asked, &format!("{head}\n{body}\n{outcome}"))
+        self.settle(asked, &format!("{head}\n{body}\n{outcome}"))
             .await;
         Ok(verdict)
     }
 
     /// ExitPlanMode over the bridge; `None` when the bridge failed (the
     /// generic prompt follows).
-    async fn plan(&self, runner: &Runner, input: &JsonObject) -> Option<Decision> {
+    async fn plan(
+        &self,
+        runner: &Runner,
+        input: &JsonObject,
+        secrets: &[String],
+    ) -> Option<Decision> {
         let plan = input.get("plan").and_then(Value::as_str)?;
         let deciders = self.deciders(&runner.context).ok()?;
-        let shown = cut(plan, PLAN_CHARS);
         let head = "*Plan for approval*";
-        let body = escape_mrkdwn(&neutralise_mentions(&shown));
+        let body = shown_text(&cut(plan, PLAN_CHARS), secrets);
         let question = Question {
             text: format!("{head}\n{body}\n_:white_check_mark: approve · :x: reject_"),
             options: vec![APPROVE_PLAN, REJECT_PLAN],
@@ -256,7 +274,7 @@ impl Gateway {
                 return None;
             }
         };
-        let (decision, outcome) = match &asked.heard {
+        let (decision, outcome) = match asked.heard.clone() {
             Heard::Chose { option: 0, user } => (
                 Decision::Allow(Value::Object(input.clone())),
                 format!(":white_check_mark: Approved by <@{user}>"),
@@ -265,7 +283,7 @@ impl Gateway {
                 Decision::Deny(format!(
                     "The plan was rejected in Slack by {}. Ask in the thread what to change, then \
                      present a new plan.",
-                    self.name_of(user).await
+                    self.name_of(&user).await
                 )),
                 format!(":x: Rejected by <@{user}>"),
             ),
@@ -280,95 +298,88 @@ impl Gateway {
                 ),
             ),
         };
-        self.settle(&asked, &format!("{head}\n{body}\n{outcome}"))
+        self.settle(asked, &format!("{head}\n{body}\n{outcome}"))
             .await;
         Some(decision)
     }
 
     /// AskUserQuestion over the bridge: each single-select question posted
-    /// in turn with one reaction per option; the answers go back in the
-    /// input's `answers` (question text -> chosen label). A multi-select
-    /// question, an unreadable one or a failure: allowed as it is, for the
-    /// CLI to handle.
-    async fn questions(&self, runner: &Runner, mut input: JsonObject) -> Decision {
+    /// in turn with one reaction per option, all within one
+    /// `decision_timeout_secs`; the answers go back in the input's
+    /// `answers` (question text -> chosen label). A multi-select question,
+    /// an unreadable one or a failure: allowed with the answers so far, for
+    /// the CLI to handle the rest.
+    async fn questions(
+        &self,
+        runner: &Runner,
+        mut input: JsonObject,
+        secrets: &[String],
+    ) -> Decision {
         let Some(questions) = single_select_questions(&input) else {
             return Decision::Allow(Value::Object(input));
         };
         let Ok(deciders) = self.deciders(&runner.context) else {
             return Decision::Allow(Value::Object(input));
         };
+        let wait = Duration::from_secs(self.permissions.decision_timeout_secs);
+        let deadline = tokio::time::Instant::now() + wait;
         let mut answers = Map::new();
         for q in questions {
-            let head = format!(
-                "*Question*{}: {}",
-                q.header
-                    .as_deref()
-                    .map(|h| format!(" ({})", escape_mrkdwn(&neutralise_mentions(h))))
-                    .unwrap_or_default(),
-                escape_mrkdwn(&neutralise_mentions(&q.question))
-            );
+            let header = q
+                .header
+                .as_deref()
+                .map(|h| format!(" ({})", shown_text(h, secrets)))
+                .unwrap_or_default();
+            let head = format!("*Question*{header}: {}", shown_text(&q.question, secrets));
             let lines: Vec<String> = q
                 .options
                 .iter()
                 .enumerate()
                 .map(|(i, (label, description))| {
-                    let mut line = format!(
-                        ":{}: {}",
-                        NUMBERS[i],
-                        escape_mrkdwn(&neutralise_mentions(label))
-                    );
+                    let mut line = format!(":{}: {}", NUMBERS[i], shown_text(label, secrets));
                     if let Some(d) = description.as_deref().filter(|d| !d.is_empty()) {
-                        line.push_str(&format!(" — {}", escape_mrkdwn(&neutralise_mentions(d))));
+                        line.push_str(&format!(" — {}", shown_text(d, secrets)));
                     }
                     line
                 })
                 .collect();
-            let body = format!(
-                "{}\n_React with the number of your answer._",
-                lines.join("\n")
-            );
+            let options = lines.join("\n");
             let question = Question {
-                text: format!("{head}\n{body}"),
+                text: format!("{head}\n{options}\n_React with the number of your answer._"),
                 options: NUMBERS[..q.options.len()].to_vec(),
                 deciders: deciders.clone(),
-                timeout: Duration::from_secs(self.permissions.decision_timeout_secs),
+                timeout: deadline.saturating_duration_since(tokio::time::Instant::now()),
             };
             let asked = match self.ask(&runner.context.thread(), question).await {
                 Ok(asked) => asked,
                 Err(why) => {
                     tracing::warn!(%why, "a question went back to the CLI unanswered");
-                    return Decision::Allow(Value::Object(input));
+                    break;
                 }
             };
-            match &asked.heard {
+            match asked.heard.clone() {
                 Heard::Chose { option, user } => {
-                    let label = &q.options[*option].0;
-                    self.settle(
-                        &asked,
-                        &format!(
-                            "{head}\n{}\n:ballot_box_with_check: <@{user}> answered *{}*",
-                            lines.join("\n"),
-                            escape_mrkdwn(&neutralise_mentions(label))
-                        ),
-                    )
-                    .await;
+                    let label = &q.options[option].0;
+                    let said = format!(
+                        "{head}\n{options}\n:ballot_box_with_check: <@{user}> answered *{}*",
+                        shown_text(label, secrets)
+                    );
+                    self.settle(asked, &said).await;
                     answers.insert(q.question.clone(), Value::String(label.clone()));
                 }
                 Heard::NoAnswer => {
-                    self.settle(
-                        &asked,
-                        &format!(
-                            "{head}\n{}\n:hourglass: No answer within {} s",
-                            lines.join("\n"),
-                            self.permissions.decision_timeout_secs
-                        ),
-                    )
-                    .await;
-                    return Decision::Allow(Value::Object(input));
+                    let said = format!(
+                        "{head}\n{options}\n:hourglass: No answer within {} s",
+                        wait.as_secs()
+                    );
+                    self.settle(asked, &said).await;
+                    break;
                 }
             }
         }
-        input.insert("answers".into(), Value::Object(answers));
+        if !answers.is_empty() {
+            input.insert("answers".into(), Value::Object(answers));
+        }
         Decision::Allow(Value::Object(input))
     }
 
@@ -389,7 +400,7 @@ struct AskedQuestion {
     options: Vec<(String, Option<String>)>,
 }
 
-/// AskUserQuestion's questions when every one is single-select with 2 to
+/// AskUserQuestion's questions when every one is single-select with 1 to
 /// 10 options; `None` otherwise (the CLI handles it).
 fn single_select_questions(input: &JsonObject) -> Option<Vec<AskedQuestion>> {
     let list = input.get("questions")?.as_array()?;
@@ -428,14 +439,24 @@ fn single_select_questions(input: &JsonObject) -> Option<Vec<AskedQuestion>> {
         .collect()
 }
 
-/// `text` cut at `max` characters, saying how much was left out.
-fn cut(text: &str, max: usize) -> String {
-    let n = text.chars().count();
-    if n <= max {
-        return text.to_owned();
+/// Text from the model as a prompt shows it: the session's secret values
+/// hidden, channel-wide mentions neutral, escaped for Slack.
+fn shown_text(text: &str, secrets: &[String]) -> String {
+    escape_mrkdwn(&neutralise_mentions(&hide_secrets(text, secrets)))
+}
+
+/// `text` with each of the session's secret values replaced by `[secret]`.
+fn hide_secrets(text: &str, secrets: &[String]) -> String {
+    let mut shown = text.to_owned();
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        shown = shown.replace(secret.as_str(), "[secret]");
     }
-    let kept: String = text.chars().take(max).collect();
-    format!("{kept}… [cut: {} more characters]", n - max)
+    shown
+}
+
+/// The tool's name as shown: its secrets hidden.
+fn tool_label(tool: &str, secrets: &[String]) -> String {
+    hide_secrets(tool, secrets)
 }
 
 /// Whether a key's value is a secret by its name.
@@ -450,29 +471,50 @@ fn secret_key(key: &str) -> bool {
         "authorization",
         "credential",
         "privatekey",
+        "cookie",
     ]
     .iter()
     .any(|s| k.contains(s))
 }
 
+/// `value` with the values of secret-named keys hidden at any depth and
+/// the session's secret values replaced in every string.
+fn redact(value: &Value, secrets: &[String]) -> Value {
+    match value {
+        Value::String(s) => Value::String(hide_secrets(s, secrets)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| redact(v, secrets)).collect()),
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(k, v)| {
+                    let v = if secret_key(k) {
+                        Value::String("[hidden]".into())
+                    } else {
+                        redact(v, secrets)
+                    };
+                    (hide_secrets(k, secrets), v)
+                })
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 /// A tool's input as a person reads it: a command or a path first, then
 /// `key: value` lines; values cut at [`VALUE_CHARS`], the whole at
 /// [`SUMMARY_CHARS`]. The session's secret values and the values of
-/// secret-named keys are hidden. Escaped for Slack, mentions neutral.
+/// secret-named keys (at any depth) are hidden. Escaped for Slack,
+/// mentions neutral.
 pub fn summary(tool: &str, input: &JsonObject, secrets: &[String]) -> String {
-    let value_text = |key: &str, v: &Value| -> String {
-        if secret_key(key) {
-            return "[hidden]".into();
-        }
+    let Value::Object(input) = redact(&Value::Object(input.clone()), secrets) else {
+        return String::new();
+    };
+    let value_text = |v: &Value| -> String {
         let raw = match v {
             Value::String(s) => s.clone(),
             other => other.to_string(),
         };
-        let mut shown = raw;
-        for secret in secrets.iter().filter(|s| !s.is_empty()) {
-            shown = shown.replace(secret.as_str(), "[secret]");
-        }
-        cut(&shown, VALUE_CHARS)
+        cut(&raw, VALUE_CHARS)
     };
     // The field a person looks at first, for the CLI's common tools.
     let lead = match tool {
@@ -486,16 +528,17 @@ pub fn summary(tool: &str, input: &JsonObject, secrets: &[String]) -> String {
     if let Some(key) = lead
         && let Some(v) = input.get(key)
     {
-        lines.push(format!("`{}`", value_text(key, v).replace('`', "'")));
+        lines.push(format!("`{}`", value_text(v).replace('`', "'")));
     }
-    for (key, v) in input {
+    for (key, v) in &input {
         if Some(key.as_str()) == lead {
             continue;
         }
-        lines.push(format!("{key}: {}", value_text(key, v)));
+        lines.push(format!("{key}: {}", value_text(v)));
     }
-    let text = cut(&lines.join("\n"), SUMMARY_CHARS);
-    escape_mrkdwn(&neutralise_mentions(&text))
+    // The secrets were hidden before cutting, so a cut never leaves half
+    // of one.
+    shown_text(&cut(&lines.join("\n"), SUMMARY_CHARS), &[])
 }
 
 #[cfg(test)]
@@ -530,16 +573,20 @@ mod tests {
     }
 
     #[test]
-    fn summaries_neutralise_mentions_and_escape() {
-        let s = summary(
-            "Write",
-            &obj(json!({"file_path": "<!channel> & a.txt"})),
-            &[],
-        );
-        assert!(!s.contains("<!channel>"), "{s}");
-        assert!(s.contains("&amp;"), "{s}");
+    fn secrets_are_hidden_at_any_depth_and_before_json_escaping() {
+        let secret = "pa\"ss\\word-42";
+        let input = obj(json!({
+            "env": {"API_TOKEN": "tok-1", "list": [{"Authorization": "Bearer abc"}]},
+            "args": ["--key", secret],
+            "note": format!("uses {secret}"),
+        }));
+        let s = summary("Other", &input, &[secret.to_owned()]);
+        for leaked in ["tok-1", "Bearer abc", "word-42"] {
+            assert!(!s.contains(leaked), "{leaked} in {s}");
+        }
+        assert!(s.contains(r#""API_TOKEN":"[hidden]""#), "{s}");
+        assert!(s.contains("note: uses [secret]"), "{s}");
     }
-
     #[test]
     fn only_single_select_questions_are_bridged() {
         let one = obj(

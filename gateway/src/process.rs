@@ -57,6 +57,9 @@ const DAEMON_HEARS_NOTHING: &str = "this calvin-gateway serve daemon does not re
 const STDIO_HEARS_NOTHING: &str = "a prompt is answered with a reaction in Slack, which only the \
      calvin-gateway serve daemon receives; set [daemon] url in gateway.toml to its address";
 
+/// Prompts remembered (update_own_post refuses to edit them).
+const REMEMBERED_PROMPTS: usize = 10_000;
+
 /// The gateway `config` describes, for `process`.
 pub fn assemble(config: &GatewayConfig, process: Process) -> anyhow::Result<Assembled> {
     let chat = slack::backend_with_search(
@@ -128,6 +131,7 @@ pub fn assemble(config: &GatewayConfig, process: Process) -> anyhow::Result<Asse
         secret_route,
         permissions: config.permissions.clone(),
         reactions,
+        prompts: std::sync::Mutex::new(crate::events::Remembered::new(REMEMBERED_PROMPTS)),
     };
     Ok(Assembled {
         gateway: Arc::new(gateway),

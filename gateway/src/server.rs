@@ -19,10 +19,9 @@
 //!   session's thread, one JSON object per line (messages posted in it,
 //!   reactions to its messages); `POST /secret-requests` (the registration
 //!   token) posts request_secret's button for a stdio gateway, whose
-//!   clicks and form only the daemon receives; `GET
-//!   /reactions?channel=C&ts=T` (the registration token) streams the
-//!   reactions to one message for a stdio gateway's prompt, after a first
-//!   line `{"watching": true}`.
+//!   clicks and form only the daemon receives; `GET /reactions?channel=C`
+//!   (the registration token) streams the reactions added in a channel for
+//!   a stdio gateway's prompt, after a first line `{"watching": true}`.
 //! - A session's env file (its secrets, for BASH_ENV) is written when it
 //!   starts (stdio) or registers (daemon) and removed when it ends; the
 //!   workspace's repository list goes into its AGENTS.md.
@@ -99,14 +98,20 @@ impl ServerHandler for McpHandler {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let args = request.arguments.unwrap_or_default();
-        let result = self
-            .gateway
-            .call_tool(&self.runner, &request.name, &args)
-            .await;
-        Ok(result.into())
+        let call = self.gateway.call_tool(&self.runner, &request.name, &args);
+        // A call the client cancels (notifications/cancelled, or the
+        // session going away) stops here: what it waited for is dropped,
+        // and a prompt it posted says nobody waits for it any more.
+        tokio::select! {
+            result = call => Ok(result.into()),
+            () = context.ct.cancelled() => {
+                info!(tool = %request.name, "tool call cancelled by the client");
+                Err(McpError::internal_error("the call was cancelled", None))
+            }
+        }
     }
 }
 
@@ -548,8 +553,8 @@ impl Daemon {
         EventStream::response(None, events)
     }
 
-    /// `GET /reactions?channel=C&ts=T`: the reactions to one message, for
-    /// a stdio gateway's prompt; the first line says the watch is on.
+    /// `GET /reactions?channel=C`: the reactions added in a channel, for a
+    /// stdio gateway's prompt; the first line says the watch is on.
     fn reactions(&self, req: &Request<Incoming>) -> Response<Body> {
         if !self.authorized(req) {
             return json_response(
@@ -572,16 +577,16 @@ impl Daemon {
                     .collect()
             })
             .unwrap_or_default();
-        let (Some(channel), Some(ts)) = (query.get("channel"), query.get("ts")) else {
+        let Some(channel) = query.get("channel") else {
             return json_response(
                 StatusCode::BAD_REQUEST,
-                json!({ "error": "give channel and ts: the message whose reactions to stream" }),
+                json!({ "error": "give channel: the conversation whose reactions to stream" }),
             );
         };
-        if let Err(why) = crate::session::check_ids(channel, ts) {
+        if let Err(why) = crate::session::check_channel(channel) {
             return json_response(StatusCode::BAD_REQUEST, json!({ "error": why }));
         }
-        let events = hub.watch_message(channel, ts);
+        let events = hub.watch_reactions(channel);
         EventStream::response(Some(json!({ "watching": true })), events)
     }
 

@@ -166,17 +166,24 @@ pub fn default_env_file(runtime_dir: &std::path::Path, channel: &str, thread_ts:
 /// A session's channel and thread are Slack ids (they name files and
 /// branches).
 pub fn check_ids(channel: &str, thread_ts: &str) -> Result<(), String> {
+    check_channel(channel)?;
+    crate::permalink::Ts::parse(thread_ts).map_err(|e| format!("thread_ts: {e}"))?;
+    Ok(())
+}
+
+/// A Slack conversation id of any kind: upper case letters and digits.
+pub fn check_channel(channel: &str) -> Result<(), String> {
     let channel_ok = channel.len() >= 3
         && channel
             .bytes()
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
-    if !channel_ok {
-        return Err(format!(
+    if channel_ok {
+        Ok(())
+    } else {
+        Err(format!(
             "channel {channel:?} is not a Slack conversation id (C…, G… or D…)"
-        ));
+        ))
     }
-    crate::permalink::Ts::parse(thread_ts).map_err(|e| format!("thread_ts: {e}"))?;
-    Ok(())
 }
 
 /// Per-runner limits of the spec.

@@ -177,8 +177,11 @@ impl Gateway {
         // The CLI gives up on a tool call after its own MCP timeout (about
         // 2 minutes): permission_prompt may wait for a plan or a question
         // up to decision_timeout_secs, so the new session's CLI waits a
-        // minute longer, unless the launcher passes a value of its own.
-        if !self.launcher.env.iter().any(|v| v == MCP_TOOL_TIMEOUT) {
+        // minute longer, unless the launcher is given a value of the
+        // gateway's own environment.
+        let own_value = self.launcher.env.iter().any(|v| v == MCP_TOOL_TIMEOUT)
+            && std::env::var_os(MCP_TOOL_TIMEOUT).is_some();
+        if !own_value {
             let wait = self
                 .permissions
                 .decision_timeout_secs

@@ -39,6 +39,18 @@ impl Gateway {
         })
     }
 
+    /// A conversation as Slack describes it to the bot; a refusal saying
+    /// why when the bot cannot see it.
+    pub(crate) async fn lookup(&self, channel: &str) -> Result<Conversation, String> {
+        self.chat.conversation(channel).await.map_err(|e| match e {
+            ChatError::Api(code) if code == "channel_not_found" => format!(
+                "the bot cannot see {channel}: it does not exist, or it is private and the bot \
+                 is not in it (invite the bot to it first)"
+            ),
+            other => format!("cannot look up {channel}: {}", chat_reason(&other)),
+        })
+    }
+
     /// Rules 1-3 of the module; the conversation when it is readable.
     async fn readable(
         &self,
@@ -46,13 +58,7 @@ impl Gateway {
         bot: &str,
         channel: &str,
     ) -> Result<Conversation, String> {
-        let target = self.chat.conversation(channel).await.map_err(|e| match e {
-            ChatError::Api(code) if code == "channel_not_found" => format!(
-                "the bot cannot see {channel}: it does not exist, or it is private and the bot \
-                 is not in it (invite the bot to it first)"
-            ),
-            other => format!("cannot look up {channel}: {}", chat_reason(&other)),
-        })?;
+        let target = self.lookup(channel).await?;
         if !target.is_member {
             return Err(format!(
                 "the bot is not in {}: invite it there first (only conversations the bot is in \
@@ -427,6 +433,16 @@ fn structured(
         "replies_total": s.replies_total,
         "left_out": s.left_out,
     })
+}
+
+/// `text` cut at `max` characters, saying how much was left out.
+pub(crate) fn cut(text: &str, max: usize) -> String {
+    let n = text.chars().count();
+    if n <= max {
+        return text.to_owned();
+    }
+    let kept: String = text.chars().take(max).collect();
+    format!("{kept}… [cut: {} more characters]", n - max)
 }
 
 /// The word joiner put after `@` so that a channel-wide mention shows as

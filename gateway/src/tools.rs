@@ -50,6 +50,8 @@ pub struct Gateway {
     pub permissions: PermissionsConfig,
     /// Where prompts hear their answers.
     pub reactions: ReactionRoute,
+    /// The prompts this gateway posted, which update_own_post leaves alone.
+    pub(crate) prompts: Mutex<crate::events::Remembered<(String, String), ()>>,
 }
 
 /// Who handles request_secret's click and form: they arrive as Slack
@@ -404,10 +406,6 @@ impl Gateway {
             "read_channel_history" => self.read_channel_history(runner, args).await,
             "search_messages" => self.search_messages(runner, args).await,
             "send_dm" => self.send_dm(runner, args).await,
-            "permission_prompt" => self
-                .permission_prompt(runner, args)
-                .await
-                .map(|d| (d.to_json().to_string(), d.to_json())),
             _ => Err(format!("there is no tool {name:?}")),
         }
     }

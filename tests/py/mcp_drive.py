@@ -8,6 +8,8 @@ plus "steps": a list of
     {"op": "info"}                                   -> {"name", "instructions"} (initialize's answer)
     {"op": "list"}                                   -> {"tools": [...]}
     {"op": "call", "tool": "...", "args": {...}}     -> {"is_error", "text", "structured"}
+      (with "timeout": seconds, a call not answered by then is abandoned and
+       cancelled -> {"timed_out": true, "error"})
     {"op": "parallel", "calls": [{"tool", "args"}, ...]} -> {"results": [...]}
     {"op": "shell", "cmd": [...], "env": {...}, "cwd": "..."} -> {"code", "stdout", "stderr"}
       (a script run while the session is open, e.g. calvin-send-file)
@@ -50,6 +52,17 @@ async def run_steps(session, steps):
         elif step["op"] == "list":
             listed = await session.list_tools()
             out = {"tools": [tool_json(t) for t in listed.tools]}
+        elif step["op"] == "call" and "timeout" in step:
+            # Gives up after `timeout` seconds, as a CLI does; the SDK then
+            # sends notifications/cancelled for the request.
+            try:
+                out = result_json(
+                    await session.call_tool(
+                        step["tool"], step.get("args", {}), read_timeout_seconds=step["timeout"]
+                    )
+                )
+            except Exception as err:  # the SDK's timeout error
+                out = {"timed_out": True, "error": str(err)}
         elif step["op"] == "call":
             out = result_json(await session.call_tool(step["tool"], step.get("args", {})))
         elif step["op"] == "parallel":

@@ -133,7 +133,10 @@ fn ask(tool: &str, input: Value) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_request_is_answered_by_an_allowed_reaction_only() {
-    let setup = setup("").await;
+    let mut setup = setup("").await;
+    // The bot on the allowlist by mistake: its own option reactions, which
+    // Slack reports as reaction_added from the bot, still decide nothing.
+    setup.extra = format!("[permissions]\nallow_users = [\"{ALLOWED}\", \"{BOT_USER_ID}\"]\n");
     let (daemon, mcp) = daemon(&setup).await;
     let slack = &setup.slack;
     let input = json!({"command": "npm test", "description": "Run the tests"});
@@ -243,6 +246,107 @@ async fn allow_all_is_remembered_for_that_tool_only_and_readers_never_ask() {
         updated_text(slack, &write_prompt.ts)
             .contains("Allowed for the rest of this session by <@U0OWNER>")
     );
+
+    // The model cannot reword a prompt: update_own_post leaves them alone.
+    let link = format!(
+        "https://fake-slack.test/archives/{}/p{}?thread_ts={}&cid={}",
+        setup.channel,
+        write_prompt.ts.replace('.', ""),
+        setup.thread_ts,
+        setup.channel
+    );
+    let updates = slack.updates().len();
+    let out = drive(GatewayDaemon::http(
+        &mcp,
+        json!([call(
+            "update_own_post",
+            json!({"url": link, "message": "Bash `ls`"})
+        )]),
+    ))
+    .await;
+    assert_eq!(out[0]["structured"]["ok"], false, "{}", out[0]);
+    assert!(
+        text(&out[0]).contains("one of the gateway's permission prompts"),
+        "{}",
+        out[0]
+    );
+    assert_eq!(slack.updates().len(), updates, "no chat.update");
+
+    // Another session of the same daemon has its own allowances: Write
+    // asks there.
+    let mut other = GatewayDaemon::context_of(&setup);
+    other["thread_ts"] = json!(slack.add_message(&setup.channel, OWNER, "another task", None));
+    let registered = daemon.register(other).await;
+    let other_mcp = registered["mcp_url"].as_str().expect("mcp_url").to_owned();
+    let turn = session(&other_mcp, json!([ask("Write", write.clone())]));
+    let asked_again = prompt(slack, "*Write*", 2, 3).await;
+    react(slack, OWNER, "-1", &asked_again).await;
+    let out = finished(turn).await;
+    assert_eq!(decision(&out[0])["behavior"], "deny");
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_the_cli_gives_up_on_says_nobody_waits_for_it() {
+    let setup = setup("").await;
+    let (daemon, mcp) = daemon(&setup).await;
+    let slack = &setup.slack;
+    // The CLI's own tool timeout passes first (here 3 s): it cancels.
+    let mut abandoned = ask("Bash", json!({"command": "make release"}));
+    abandoned["timeout"] = json!(3);
+    let turn = session(&mcp, json!([abandoned]));
+    let posted = prompt(slack, "Permission requested", 1, 3).await;
+    let out = finished(turn).await;
+    assert_eq!(out[0]["timed_out"], true, "{}", out[0]);
+    let ts = posted.ts.clone();
+    slack
+        .wait_until("the abandoned prompt's edit", WAIT, |s| {
+            s.updates().iter().any(|u| u.ts == ts)
+        })
+        .await
+        .expect("the prompt is edited");
+    let said = updated_text(slack, &posted.ts);
+    assert!(
+        said.contains("No longer waiting: the session stopped asking"),
+        "{said}"
+    );
+    // A late 👍 decides nothing and changes nothing.
+    react(slack, OWNER, "+1", &posted).await;
+    assert_eq!(
+        slack.updates().iter().filter(|u| u.ts == posted.ts).count(),
+        1
+    );
+    daemon.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_given_as_soon_as_the_prompt_shows_counts() {
+    let setup = setup("").await;
+    let (daemon, mcp) = daemon(&setup).await;
+    let slack = &setup.slack;
+    let turn = session(
+        &mcp,
+        json!([ask("Bash", json!({"command": "make deploy"}))]),
+    );
+    // Not waiting for the bot's options: the owner types 👍 at once.
+    let posted = |s: &FakeSlack| {
+        s.messages().into_iter().find(|m| {
+            m.text
+                .as_deref()
+                .is_some_and(|t| t.starts_with("Permission requested"))
+        })
+    };
+    slack
+        .wait_until("the prompt", WAIT, |s| posted(s).is_some())
+        .await
+        .expect("posted");
+    let message = posted(slack).expect("posted");
+    react(slack, OWNER, "+1", &message).await;
+    let out = finished(turn).await;
+    assert_eq!(
+        decision(&out[0]),
+        json!({"behavior": "allow", "updatedInput": {"command": "make deploy"}})
+    );
     daemon.stop().await;
 }
 
@@ -319,6 +423,12 @@ async fn plans_and_questions_go_over_the_decision_bridge() {
         "multiSelect": true,
         "options": [{"label": "lint", "description": ""}, {"label": "test", "description": ""}]
     }]});
+    let two = json!({"questions": [
+        {"question": "Which port?", "header": "Port", "multiSelect": false,
+         "options": [{"label": "3000", "description": ""}, {"label": "8080", "description": ""}]},
+        {"question": "Which host?", "header": "Host", "multiSelect": false,
+         "options": [{"label": "localhost", "description": ""}, {"label": "0.0.0.0", "description": ""}]}
+    ]});
     let turn = session(
         &mcp,
         json!([
@@ -326,6 +436,7 @@ async fn plans_and_questions_go_over_the_decision_bridge() {
             ask("ExitPlanMode", json!({"plan": "Delete everything"})),
             ask("AskUserQuestion", question.clone()),
             ask("AskUserQuestion", multi.clone()),
+            ask("AskUserQuestion", two.clone()),
         ]),
     );
     let approved = prompt(slack, "*Plan for approval*", 1, 2).await;
@@ -345,7 +456,18 @@ async fn plans_and_questions_go_over_the_decision_bridge() {
         "{shown}"
     );
     react(slack, OWNER, "two", &asked).await;
+    // Two questions in one call: asked one after the other.
+    let port = prompt(slack, "Which port?", 1, 2).await;
+    react(slack, ALLOWED, "two", &port).await;
+    let host = prompt(slack, "Which host?", 1, 2).await;
+    react(slack, OWNER, "one", &host).await;
     let out = finished(turn).await;
+    let mut both = two.clone();
+    both["answers"] = json!({"Which port?": "8080", "Which host?": "localhost"});
+    assert_eq!(
+        decision(&out[4]),
+        json!({"behavior": "allow", "updatedInput": both})
+    );
 
     assert_eq!(
         decision(&out[0]),
