@@ -655,11 +655,34 @@ pub fn block_on(
     default_threads: usize,
     main: impl Future<Output = std::process::ExitCode>,
 ) -> std::process::ExitCode {
+    raise_open_files_limit();
     match runtime(default_threads) {
         Ok(runtime) => runtime.block_on(main),
         Err(err) => {
             eprintln!("{err}");
             std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Raises the soft limit on open files to the hard one, as servers do (Go
+/// does it for every program): a busy edge holds a socket per visitor and
+/// per connection, an agent one per local connect, and a soft limit of
+/// 1,024 (a common default) would refuse connections long before the
+/// machine runs out. Needs no privilege; an unlimited hard limit is left
+/// alone (the kernel's `nr_open` still caps it).
+pub fn raise_open_files_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if let (Some(current), Some(maximum)) = (limit.current, limit.maximum)
+        && current < maximum
+    {
+        let raised = Rlimit {
+            current: Some(maximum),
+            maximum: Some(maximum),
+        };
+        if let Err(err) = setrlimit(Resource::Nofile, raised) {
+            eprintln!("cannot raise the open files limit from {current} to {maximum}: {err}");
         }
     }
 }

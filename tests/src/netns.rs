@@ -3,6 +3,10 @@
 //! blackhole (nftables rules inside the namespace, so nothing else on the
 //! machine is touched) and a small MTU. Needs root, iproute2 and nftables;
 //! removed when dropped.
+//!
+//! A contributor who is not root runs the rest: [`Netns::or_skip`] prints
+//! why a test is skipped. CI runs as root with `CALVIN_REQUIRE_NETNS=1`,
+//! where a skip is a failure.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
@@ -50,7 +54,48 @@ fn run(program: &str, args: &[&str], stdin: Option<&str>) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Set (to anything but empty or `0`), a test that cannot make its
+/// namespace fails instead of skipping: CI sets it.
+pub const REQUIRE_ENV: &str = "CALVIN_REQUIRE_NETNS";
+
 impl Netns {
+    /// Why this machine cannot make a namespace, if it cannot: not root,
+    /// or no `ip` / `nft`.
+    pub fn unavailable() -> Option<String> {
+        if !rustix::process::geteuid().is_root() {
+            return Some(
+                "it makes a network namespace, which needs root (CI runs it as root)".into(),
+            );
+        }
+        for (program, package) in [("ip", "iproute2"), ("nft", "nftables")] {
+            let found = Command::new(program)
+                .arg("-V")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok();
+            if !found {
+                return Some(format!("{program} is missing (install {package})"));
+            }
+        }
+        None
+    }
+
+    /// [`Netns::create`], or `None` after printing why `test` is skipped;
+    /// with [`REQUIRE_ENV`] set, a skip panics.
+    pub fn or_skip(test: &str) -> Option<Netns> {
+        let Some(why) = Self::unavailable() else {
+            return Some(Self::create());
+        };
+        let required = std::env::var(REQUIRE_ENV).is_ok_and(|v| !v.is_empty() && v != "0");
+        assert!(
+            !required,
+            "{test} cannot run and {REQUIRE_ENV} is set: {why}"
+        );
+        eprintln!("skipped {test}: {why}");
+        None
+    }
+
     /// A fresh namespace with its loopback up and a /30 to this one.
     pub fn create() -> Netns {
         let pid = std::process::id();

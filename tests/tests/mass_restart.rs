@@ -86,7 +86,11 @@ async fn a_killed_edge_with_1000_agents_has_every_name_back_within_30_s() {
     // The agents reach the edge as they would over a network, with the
     // transport an internet path gets (not loopback's jumbo packets): at an
     // address of a veth link of the test's own.
-    let link = Netns::create();
+    let Some(link) =
+        Netns::or_skip("a_killed_edge_with_1000_agents_has_every_name_back_within_30_s")
+    else {
+        return;
+    };
     let quic = SocketAddr::from((link.host_ip, silent_port().await));
     let http = silent_port().await;
     let config_path = dir.path().join("edge.toml");

@@ -27,8 +27,10 @@ struct Link {
 }
 
 impl Link {
-    async fn start(limits: Limits) -> Link {
-        let ns = Netns::create();
+    /// The link, or `None` when this machine cannot make a namespace (the
+    /// test is skipped, saying why).
+    async fn start(test: &str, limits: Limits) -> Option<Link> {
+        let ns = Netns::or_skip(test)?;
         let local: SocketAddr = "127.0.0.1:0".parse().expect("addr");
         let edge = TestEdge::start_with(EdgeOptions {
             limits,
@@ -59,14 +61,14 @@ impl Link {
         let mut agent = Process::spawn(command);
         agent.line_after("control socket ").await;
         let created = preview_when_connected(&socket, origin.port).await;
-        Link {
+        Some(Link {
             ns,
             edge,
             _agent: agent,
             _origin: origin,
             url: created.url,
             _dir: dir,
-        }
+        })
     }
 
     fn ca(&self) -> PathBuf {
@@ -116,7 +118,14 @@ fn heal(ns: &Netns) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transfers_stay_byte_exact_through_loss_and_a_1280_byte_mtu() {
-    let link = Link::start(Limits::default()).await;
+    let Some(link) = Link::start(
+        "transfers_stay_byte_exact_through_loss_and_a_1280_byte_mtu",
+        Limits::default(),
+    )
+    .await
+    else {
+        return;
+    };
     link.ns.set_mtu(1280);
     lose(&link.ns, 5);
     const LEN: usize = 8 << 20;
@@ -159,11 +168,17 @@ async fn transfers_stay_byte_exact_through_loss_and_a_1280_byte_mtu() {
 /// healing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_20_s_blackhole_reads_offline_then_serves_within_10_s_of_healing() {
-    let link = Link::start(Limits {
-        reconnect_wait_secs: 1,
-        ..Limits::default()
-    })
-    .await;
+    let Some(link) = Link::start(
+        "a_20_s_blackhole_reads_offline_then_serves_within_10_s_of_healing",
+        Limits {
+            reconnect_wait_secs: 1,
+            ..Limits::default()
+        },
+    )
+    .await
+    else {
+        return;
+    };
     assert_eq!(link.get("/hello", &[]).await.status, 200);
     assert_eq!(link.health().await, (1, 1));
 
@@ -203,11 +218,17 @@ async fn a_20_s_blackhole_reads_offline_then_serves_within_10_s_of_healing() {
 /// the idle timeout: the edge's probe finds the agent silent and answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_waiting_on_a_blackholed_agent_gets_502_within_2_s() {
-    let link = Link::start(Limits {
-        reconnect_wait_secs: 0,
-        ..Limits::default()
-    })
-    .await;
+    let Some(link) = Link::start(
+        "a_request_waiting_on_a_blackholed_agent_gets_502_within_2_s",
+        Limits {
+            reconnect_wait_secs: 0,
+            ..Limits::default()
+        },
+    )
+    .await
+    else {
+        return;
+    };
     assert_eq!(link.get("/hello", &[]).await.status, 200);
     let waiting = {
         let url = format!("{}/slow?ms=8000", link.url);
