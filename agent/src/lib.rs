@@ -5,17 +5,20 @@
 //! - [`Agent`]: the connection (reconnects, re-registers previews) and the
 //!   preview operations.
 //! - [`control_api`]: the HTTP+JSON API on a Unix socket that the gateway and
-//!   the CLI call; [`control_client`] calls it; [`api`] is its JSON.
+//!   the CLI call; [`control_client`] (from calvin-common) calls it; [`api`]
+//!   (calvin-proto's `control`) is its JSON.
 //! - [`cli`]: the `calvin-agent` commands, `share` among them, which can run
 //!   a dev edge in the same process.
 
 pub mod agent;
-pub mod api;
 pub mod cli;
 pub mod control_api;
-pub mod control_client;
 mod forward;
 pub mod transport;
 
 pub use agent::{Agent, LinkState, PreviewError};
+/// The control API's JSON (a wire fact, in proto) and its client (shared
+/// with the gateway), where the agent's users have always found them.
+pub use calvin_common::control_client;
+pub use calvin_proto::control as api;
 pub use transport::EdgeAddress;

@@ -126,7 +126,7 @@ pub async fn serve_stdio(
     let env_file = session_started(&gateway, &context).await;
     let runner = Arc::new(Runner::new(context));
     // Scripts are a convenience: the tools work without their socket.
-    let scripts = match calvin_agent::control_api::bind(&socket).await {
+    let scripts = match calvin_common::unix_socket::bind(&socket).await {
         Ok(listener) => {
             info!(socket = %socket.display(), "send-file socket ({SEND_FILE_SOCKET_ENV})");
             Some(tokio::spawn(serve_send_file_socket(

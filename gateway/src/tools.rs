@@ -633,12 +633,12 @@ impl Gateway {
         }
     }
 
-    fn agent(&self) -> Result<(PathBuf, calvin_agent::control_client::ControlClient), String> {
+    fn agent(&self) -> Result<(PathBuf, calvin_common::control_client::ControlClient), String> {
         let socket = self
             .agent_socket
             .clone()
             .ok_or("no agent_socket is configured on this gateway")?;
-        let client = calvin_agent::control_client::ControlClient::new(&socket);
+        let client = calvin_common::control_client::ControlClient::new(&socket);
         Ok((socket, client))
     }
 
@@ -679,7 +679,7 @@ impl Gateway {
             .preview(port, name)
             .await
             .map_err(|e| agent_unreachable(&socket, &e))?;
-        let created: calvin_agent::api::PreviewCreated = answer
+        let created: calvin_proto::control::PreviewCreated = answer
             .parse()
             .map_err(|e| format!("no preview was made: {}", e.error))?;
         let listening = if created.listening {
@@ -719,7 +719,7 @@ impl Gateway {
             .unpreview(&name)
             .await
             .map_err(|e| agent_unreachable(&socket, &e))?;
-        let deleted: calvin_agent::api::PreviewDeleted = answer
+        let deleted: calvin_proto::control::PreviewDeleted = answer
             .parse()
             .map_err(|e| format!("nothing was taken down: {}", e.error))?;
         Ok((
@@ -731,10 +731,10 @@ impl Gateway {
 
 fn agent_unreachable(
     socket: &std::path::Path,
-    err: &calvin_agent::control_client::ClientError,
+    err: &calvin_common::control_client::ClientError,
 ) -> String {
     match err {
-        calvin_agent::control_client::ClientError::Unreachable { .. } => format!(
+        calvin_common::control_client::ClientError::Unreachable { .. } => format!(
             "the calvin agent is not running at {} (start it with `calvin-agent up`)",
             socket.display()
         ),

@@ -7,10 +7,13 @@
 //! - [`StreamHeader`] / [`StreamAnswer`]: the start of each data stream.
 //! - [`frame`]: length-prefixed framing with a [`MAX_FRAME_LEN`]; decoding
 //!   tells "need more bytes" apart from "malformed".
+//! - [`control`]: the JSON of the agent's local control API, which the
+//!   agent serves and its commands and the gateway call.
 //!
 //! No sockets and no runtime here; the `tokio` feature adds [`io`], two
 //! helpers that read and write one frame on an async stream.
 
+pub mod control;
 pub mod frame;
 #[cfg(feature = "tokio")]
 pub mod io;

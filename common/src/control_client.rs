@@ -1,5 +1,5 @@
-//! A client of the control API, for the `preview`, `unpreview` and `ls`
-//! commands (and for tests).
+//! A client of the agent's control API, for the agent's `preview`,
+//! `unpreview` and `ls` commands, the gateway's preview tools and tests.
 
 use std::path::{Path, PathBuf};
 
@@ -9,7 +9,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
 
-use crate::api::{ApiError, PreviewRequest};
+use calvin_proto::control::{ApiError, PreviewRequest};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

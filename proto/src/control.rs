@@ -1,5 +1,6 @@
-//! The JSON of the control API (`/v1/previews` on the agent's Unix socket),
-//! shared by the daemon that serves it and the commands that call it.
+//! The JSON of the agent's control API (`/v1/previews` on its Unix socket),
+//! shared by the agent that serves it and every client (the agent's own
+//! commands, the gateway): a wire fact, so it lives here.
 
 use serde::{Deserialize, Serialize};
 
