@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
+#[cfg(feature = "dev-edge")]
 use calvin_edge::dev::{self, DevArgs};
-use calvin_edge::{Edge, StartError};
 use calvin_proto::{Port, PreviewName};
 use clap::{Args, Parser, Subcommand};
 
@@ -116,12 +116,14 @@ struct ShareArgs {
     #[arg(long)]
     name: Option<String>,
     /// Run a dev edge on loopback in this process (no configuration needed)
+    #[cfg(feature = "dev-edge")]
     #[arg(
         long,
         conflicts_with = "EdgeArgs",
         required_unless_present = "EdgeArgs"
     )]
     dev: bool,
+    #[cfg(feature = "dev-edge")]
     #[command(flatten)]
     dev_edge: DevArgs,
     #[command(flatten)]
@@ -224,10 +226,62 @@ async fn up(args: EdgeArgs, socket: PathBuf) -> anyhow::Result<ExitCode> {
     println!("control socket {}", socket.display());
     let agent = Agent::new(edge, token);
     let api = tokio::spawn(control_api::serve(listener, agent.clone()));
-    agent.run(calvin_edge::shutdown_signal()).await;
+    agent.run(calvin_common::process::shutdown_signal()).await;
     api.abort();
     let _ = std::fs::remove_file(&socket);
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `share` connects to: an edge's address, the token, and the dev
+/// edge's task when it runs one.
+type Target = (EdgeAddress, String, Option<tokio::task::JoinHandle<()>>);
+
+/// `share --dev`: an edge on loopback in this process, stopped by `stop`;
+/// `None` without `--dev`.
+#[cfg(feature = "dev-edge")]
+async fn start_dev_edge(
+    args: &ShareArgs,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) -> anyhow::Result<Option<Target>> {
+    use calvin_edge::{Edge, StartError};
+    if !args.dev {
+        return Ok(None);
+    }
+    let (settings, state) = args.dev_edge.settings().context("dev edge state")?;
+    let edge = Edge::bind(settings).await.map_err(|e| match e {
+        StartError::Bind { kind, .. } => {
+            anyhow!(
+                "{e}\n  (pass {} ADDR to use another address)",
+                dev::flag_for(kind)
+            )
+        }
+        other => other.into(),
+    })?;
+    let address = EdgeAddress::new(
+        &edge.bound().quic.to_string(),
+        Some(&state.ca_path()),
+        Some("localhost"),
+    )?;
+    if state.new_ca {
+        eprintln!("made a new local CA for the dev edge");
+    }
+    eprintln!(
+        "dev edge: trust {} (curl --cacert {0})",
+        state.ca_path().display()
+    );
+    let task = tokio::spawn(edge.run(async {
+        let _ = stop.await;
+    }));
+    Ok(Some((address, state.token, Some(task))))
+}
+
+/// Built without the `dev-edge` feature: no `--dev`.
+#[cfg(not(feature = "dev-edge"))]
+async fn start_dev_edge(
+    _args: &ShareArgs,
+    _stop: tokio::sync::oneshot::Receiver<()>,
+) -> anyhow::Result<Option<Target>> {
+    Ok(None)
 }
 
 async fn share(args: ShareArgs) -> anyhow::Result<ExitCode> {
@@ -240,37 +294,13 @@ async fn share(args: ShareArgs) -> anyhow::Result<ExitCode> {
         .context("invalid --name")?;
 
     let (stop_edge, stop_edge_rx) = tokio::sync::oneshot::channel::<()>();
-    let (edge, token, dev_edge) = if args.dev {
-        let (settings, state) = args.dev_edge.settings().context("dev edge state")?;
-        let edge = Edge::bind(settings).await.map_err(|e| match e {
-            StartError::Bind { kind, .. } => {
-                anyhow!(
-                    "{e}\n  (pass {} ADDR to use another address)",
-                    dev::flag_for(kind)
-                )
-            }
-            other => other.into(),
-        })?;
-        let address = EdgeAddress::new(
-            &edge.bound().quic.to_string(),
-            Some(&state.ca_path()),
-            Some("localhost"),
-        )?;
-        if state.new_ca {
-            eprintln!("made a new local CA for the dev edge");
+    let (edge, token, dev_edge) = match start_dev_edge(&args, stop_edge_rx).await? {
+        Some(dev) => dev,
+        None => {
+            let remote = args.remote.context("--edge and --token-file, or --dev")?;
+            let (address, token) = remote.open()?;
+            (address, token, None)
         }
-        eprintln!(
-            "dev edge: trust {} (curl --cacert {0})",
-            state.ca_path().display()
-        );
-        let task = tokio::spawn(edge.run(async {
-            let _ = stop_edge_rx.await;
-        }));
-        (address, state.token, Some(task))
-    } else {
-        let remote = args.remote.context("--edge and --token-file, or --dev")?;
-        let (address, token) = remote.open()?;
-        (address, token, None)
     };
 
     let agent = Agent::new(edge, token);
@@ -297,7 +327,7 @@ async fn share(args: ShareArgs) -> anyhow::Result<ExitCode> {
         eprintln!("nothing is listening on port {port} yet; the URL works once something does");
     }
 
-    calvin_edge::shutdown_signal().await;
+    calvin_common::process::shutdown_signal().await;
     let _ = stop_agent.send(());
     let _ = agent_task.await;
     if let Some(task) = dev_edge {

@@ -4,7 +4,7 @@
 use std::io;
 use std::time::Duration;
 
-use calvin_edge::tunnel_stream::TunnelStream;
+use calvin_common::tunnel_stream::TunnelStream;
 use calvin_proto::io::{read_frame, write_frame};
 use calvin_proto::{Port, StreamAnswer, StreamHeader, StreamRefusal};
 use tokio::net::TcpStream;

@@ -4,15 +4,22 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// With the dev edge in the process, its filter (hickory's per-query lines
+/// off); else everything at info.
+#[cfg(feature = "dev-edge")]
+const LOG_FILTER: &str = calvin_edge::DEFAULT_LOG_FILTER;
+#[cfg(not(feature = "dev-edge"))]
+const LOG_FILTER: &str = "info";
+
 fn main() -> ExitCode {
     // The agent relays bytes; one thread does it without handing tasks
     // and wake-ups between threads.
-    calvin_edge::block_on(1, main_async())
+    calvin_common::process::block_on(1, main_async())
 }
 
 async fn main_async() -> ExitCode {
     let cli = calvin_agent::cli::Cli::parse();
-    calvin_edge::init_tracing();
+    calvin_common::process::init_tracing(LOG_FILTER);
     match calvin_agent::cli::run(cli).await {
         Ok(code) => code,
         Err(err) => {

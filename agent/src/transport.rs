@@ -106,17 +106,17 @@ impl EdgeAddress {
         } else {
             (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
         };
-        let socket = calvin_edge::udp_socket(local).map_err(TransportError::Socket)?;
+        let socket = calvin_common::quic::udp_socket(local).map_err(TransportError::Socket)?;
         let endpoint = quinn::Endpoint::new(
-            calvin_edge::tls::endpoint_config(quinn::EndpointConfig::default()),
+            calvin_common::quic::endpoint_config(quinn::EndpointConfig::default()),
             None,
             socket,
             Arc::new(quinn::TokioRuntime),
         )
         .map_err(TransportError::Socket)?;
         let mut config = self.config.clone();
-        if calvin_edge::tls::is_loopback(addr) {
-            config.transport_config(Arc::new(calvin_edge::tls::agent_transport_config(true)));
+        if calvin_common::quic::is_loopback(addr) {
+            config.transport_config(Arc::new(calvin_common::quic::agent_transport_config(true)));
         }
         let connecting = endpoint
             .connect_with(config, addr, &self.server_name)
@@ -171,7 +171,7 @@ fn system_roots() -> Result<RootCertStore, TransportError> {
 }
 
 fn client_config(roots: RootCertStore) -> Result<quinn::ClientConfig, TransportError> {
-    let mut crypto = rustls::ClientConfig::builder_with_provider(calvin_edge::tls::provider())
+    let mut crypto = rustls::ClientConfig::builder_with_provider(calvin_common::quic::provider())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| TransportError::Tls(e.to_string()))?
         .with_root_certificates(roots)
@@ -180,7 +180,7 @@ fn client_config(roots: RootCertStore) -> Result<quinn::ClientConfig, TransportE
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(crypto)
         .map_err(|e| TransportError::Tls(e.to_string()))?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-    config.transport_config(Arc::new(calvin_edge::tls::agent_transport_config(false)));
+    config.transport_config(Arc::new(calvin_common::quic::agent_transport_config(false)));
     Ok(config)
 }
 

@@ -6,6 +6,19 @@
 //!   gateway's send-file socket).
 //! - [`control_client`]: the client of the agent's control API; its JSON is
 //!   [`calvin_proto::control`].
+//!
+//! With the `runtime` feature (the edge and the agent):
+//! - [`quic`]: the crypto provider, the QUIC transport settings, the
+//!   endpoint's packet size and the UDP socket both ends use;
+//! - [`tunnel_stream`]: a QUIC bidi stream as one byte stream;
+//! - [`process`]: the tokio runtime, the open-files limit, the log and the
+//!   shutdown signals.
 
 pub mod control_client;
+#[cfg(feature = "runtime")]
+pub mod process;
+#[cfg(feature = "runtime")]
+pub mod quic;
+#[cfg(feature = "runtime")]
+pub mod tunnel_stream;
 pub mod unix_socket;

@@ -34,7 +34,7 @@ pub mod route_table;
 mod state_files;
 pub mod tls;
 pub mod tunnel;
-pub mod tunnel_stream;
+pub use calvin_common::tunnel_stream;
 pub mod upstream;
 
 use std::fmt;
@@ -606,113 +606,10 @@ pub const DEFAULT_LOG_FILTER: &str = "info,hickory_server=warn,hickory_proto=war
 
 /// Logs to stderr; `RUST_LOG` filters (default [`DEFAULT_LOG_FILTER`]).
 pub fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+    calvin_common::process::init_tracing(DEFAULT_LOG_FILTER);
 }
 
-/// The tokio runtime a calvin process runs on. `CALVIN_THREADS` picks
-/// its worker threads; 1 (or `default_threads` of 1 when unset) is a
-/// single-threaded runtime, which spends no time handing tasks and wake-ups
-/// between threads.
-fn runtime(default_threads: usize) -> Result<tokio::runtime::Runtime, String> {
-    let value = std::env::var("CALVIN_THREADS").ok();
-    let threads = runtime_threads(value.as_deref(), default_threads)?;
-    let mut builder = if threads <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        let mut b = tokio::runtime::Builder::new_multi_thread();
-        b.worker_threads(threads);
-        b
-    };
-    builder
-        .enable_all()
-        .build()
-        .map_err(|err| format!("cannot start the tokio runtime: {err}"))
-}
-
-/// The worker threads `CALVIN_THREADS` asks for (1 to 1,024), or the
-/// default when it is unset.
-fn runtime_threads(value: Option<&str>, default_threads: usize) -> Result<usize, String> {
-    let Some(value) = value else {
-        return Ok(default_threads.max(1));
-    };
-    match value.trim().parse::<usize>() {
-        Ok(n @ 1..=1024) => Ok(n),
-        _ => Err(format!(
-            "CALVIN_THREADS must be a number of threads from 1 to 1024, not {value:?}"
-        )),
-    }
-}
-
-/// Runs a binary's `main` on [`runtime`]; a runtime that cannot start is
-/// reported and ends the process with a failure.
-pub fn block_on(
-    default_threads: usize,
-    main: impl Future<Output = std::process::ExitCode>,
-) -> std::process::ExitCode {
-    raise_open_files_limit();
-    match runtime(default_threads) {
-        Ok(runtime) => runtime.block_on(main),
-        Err(err) => {
-            eprintln!("{err}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-/// Raises the soft limit on open files to the hard one, as servers do (Go
-/// does it for every program): a busy edge holds a socket per visitor and
-/// per connection, an agent one per local connect, and a soft limit of
-/// 1,024 (a common default) would refuse connections long before the
-/// machine runs out. Needs no privilege; an unlimited hard limit is left
-/// alone (the kernel's `nr_open` still caps it).
-pub fn raise_open_files_limit() {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-    let limit = getrlimit(Resource::Nofile);
-    if let (Some(current), Some(maximum)) = (limit.current, limit.maximum)
-        && current < maximum
-    {
-        let raised = Rlimit {
-            current: Some(maximum),
-            maximum: Some(maximum),
-        };
-        if let Err(err) = setrlimit(Resource::Nofile, raised) {
-            eprintln!("cannot raise the open files limit from {current} to {maximum}: {err}");
-        }
-    }
-}
-
-/// Resolves on SIGTERM or Ctrl-C. A second one exits at once. The signals
-/// are caught from the call on (not from the first poll), so a signal that
-/// comes while the edge is starting is not lost to the default action.
-pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
-    use tokio::signal::unix::{SignalKind, signal};
-    let term = signal(SignalKind::terminate());
-    let interrupt = signal(SignalKind::interrupt());
-    async move {
-        let (Ok(mut term), Ok(mut interrupt)) = (term, interrupt) else {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = interrupt.recv() => {}
-        }
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = interrupt.recv() => {}
-            }
-            eprintln!("second signal: stopping now");
-            std::process::exit(130);
-        });
-    }
-}
+pub use calvin_common::process::{block_on, raise_open_files_limit, shutdown_signal};
 
 /// The smallest request head limit: hyper's HTTP/1.1 read buffer takes no
 /// less.
@@ -821,24 +718,7 @@ fn quic_endpoint(
         .map_err(QuicBindError::Io)
 }
 
-/// UDP receive and send buffers; the kernel may cap them (net.core.rmem_max).
-pub const UDP_BUFFER: usize = 8 << 20;
-
-/// A UDP socket with large buffers, as QUIC bulk transfer needs.
-pub fn udp_socket(addr: SocketAddr) -> std::io::Result<std::net::UdpSocket> {
-    let socket = socket2::Socket::new(
-        socket2::Domain::for_address(addr),
-        socket2::Type::DGRAM,
-        Some(socket2::Protocol::UDP),
-    )?;
-    if addr.is_ipv6() {
-        let _ = socket.set_only_v6(false);
-    }
-    let _ = socket.set_recv_buffer_size(UDP_BUFFER);
-    let _ = socket.set_send_buffer_size(UDP_BUFFER);
-    socket.bind(&addr.into())?;
-    Ok(socket.into())
-}
+pub use calvin_common::quic::{UDP_BUFFER, udp_socket};
 
 #[cfg(test)]
 mod tests {
@@ -866,19 +746,6 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(err.contains(said), "{err}");
-        }
-    }
-
-    #[test]
-    fn calvin_threads_from_1_to_1024() {
-        assert_eq!(runtime_threads(None, 3), Ok(3));
-        assert_eq!(runtime_threads(None, 0), Ok(1));
-        assert_eq!(runtime_threads(Some("1"), 3), Ok(1));
-        assert_eq!(runtime_threads(Some(" 4 "), 1), Ok(4));
-        assert_eq!(runtime_threads(Some("1024"), 1), Ok(1024));
-        for bad in ["0", "1025", "two", "", "-1"] {
-            let err = runtime_threads(Some(bad), 1).unwrap_err();
-            assert!(err.contains("CALVIN_THREADS must be"), "{bad:?}: {err}");
         }
     }
 

@@ -36,6 +36,11 @@ pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(12)
 /// upstream connection). The edge keeps its idle connections well under it.
 pub const MAX_DATA_STREAMS: u32 = 1024;
 
+/// The QUIC stream error code either side resets a data stream with when
+/// its transfer was cut off (so the other side never takes it for a whole
+/// one).
+pub const STREAM_ABORTED: u32 = 1;
+
 /// A TCP port a preview forwards to: 1..=65535.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "u16", into = "u16")]

@@ -7,8 +7,9 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// The QUIC stream error code for "this transfer was cut off".
-pub const ABORTED: u32 = 1;
+/// The QUIC stream error code for "this transfer was cut off" (a wire
+/// fact: [`calvin_proto::STREAM_ABORTED`]).
+pub use calvin_proto::STREAM_ABORTED as ABORTED;
 
 /// Bytes read from TCP at a time by [`TunnelStream::splice`].
 const SPLICE_READ: usize = 16 << 10;
