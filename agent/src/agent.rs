@@ -10,7 +10,7 @@ use std::time::Duration;
 use calvin_proto::io::{read_frame, write_frame};
 use calvin_proto::{
     AgentMessage, EdgeMessage, ErrorCode, Failure, Hello, PROTOCOL_VERSION, Port, Preview,
-    PreviewName, Welcome,
+    PreviewName, Welcome, close_code,
 };
 use rand::RngExt;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -197,7 +197,7 @@ impl Agent {
                     let reason = tokio::select! {
                         reason = link.conn.closed() => reason,
                         _ = &mut shutdown => {
-                            link.conn.close(0u32.into(), b"agent stopping");
+                            link.conn.close(close_code::NORMAL.into(), b"agent stopping");
                             // Until the close is sent: else the edge learns
                             // only from its probe or idle timeout, and a
                             // visitor meanwhile gets 502 without waiting for
@@ -269,7 +269,7 @@ impl Agent {
         let welcome = match answer {
             Some(EdgeMessage::Welcome(welcome)) => welcome,
             Some(EdgeMessage::Refused(failure)) => {
-                conn.close(0u32.into(), b"refused");
+                conn.close(close_code::NORMAL.into(), b"refused");
                 return Err(ConnectError::Refused(failure));
             }
             other => {
@@ -492,7 +492,7 @@ async fn control_loop(
         let lost = matches!(result, Err(PreviewError::Lost));
         let _ = call.reply.send(result);
         if lost {
-            conn.close(0u32.into(), b"control stream failed");
+            conn.close(close_code::NORMAL.into(), b"control stream failed");
             return;
         }
     }

@@ -18,15 +18,8 @@ use crate::accounts::{AccountId, Accounts};
 use crate::route_table::{ClaimError, RouteId, RouteTable};
 use crate::upstream::{AgentLink, Upstream, UpstreamSettings};
 
-/// QUIC application close codes the edge uses.
-pub mod close_code {
-    pub const NORMAL: u32 = 0;
-    pub const REFUSED: u32 = 1;
-    pub const PROTOCOL: u32 = 2;
-    pub const SHUTTING_DOWN: u32 = 3;
-    /// The agent stopped acknowledging anything (see `AgentLink::unresponsive`).
-    pub const UNRESPONSIVE: u32 = 4;
-}
+/// QUIC application close codes (a wire fact, in proto).
+pub use calvin_proto::close_code;
 
 /// What every agent connection shares.
 pub(crate) struct AgentHub {

@@ -36,6 +36,21 @@ pub const IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(12)
 /// upstream connection). The edge keeps its idle connections well under it.
 pub const MAX_DATA_STREAMS: u32 = 1024;
 
+/// QUIC application close codes of the agent<->edge connection.
+pub mod close_code {
+    /// An orderly end (the agent stopping, a finished control stream).
+    pub const NORMAL: u32 = 0;
+    /// The edge refused the agent (its token, its Hello).
+    pub const REFUSED: u32 = 1;
+    /// A peer broke the protocol (no Hello in time, a bad message).
+    pub const PROTOCOL: u32 = 2;
+    /// The edge is shutting down.
+    pub const SHUTTING_DOWN: u32 = 3;
+    /// The agent stopped acknowledging anything (the edge's liveness
+    /// probes went unanswered).
+    pub const UNRESPONSIVE: u32 = 4;
+}
+
 /// The QUIC stream error code either side resets a data stream with when
 /// its transfer was cut off (so the other side never takes it for a whole
 /// one).
