@@ -704,7 +704,7 @@ async fn the_mcp_inspector_cli_lists_the_tools() {
     let output = tokio::time::timeout(Duration::from_secs(300), command.output())
         .await
         .expect("the inspector finished within 300 s")
-        .expect("npx runs (Node 20; .ci/run installs the inspector)");
+        .expect("npx runs (Node 20; tests/run installs the inspector)");
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
