@@ -156,24 +156,37 @@ impl Proxy {
 
     /// Waits for an offline preview's agent to be back, until `reconnect_wait`
     /// after `arrived` (when the request came): its upstream then, `None`
-    /// past the wait (or once the name is no longer held).
+    /// past the wait (or once the name is no longer held). The route table
+    /// wakes it when the name changes: no polling.
     async fn back_online(
         &self,
         name: &PreviewName,
         arrived: tokio::time::Instant,
     ) -> Option<Arc<Upstream>> {
         let deadline = arrived + self.waits.reconnect;
-        while tokio::time::Instant::now() + RETRY_EVERY <= deadline {
-            tokio::time::sleep(RETRY_EVERY).await;
-            match self.routes.lookup(name) {
-                // The agent found gone may not have left the table yet.
-                Lookup::Live(upstream) if upstream.agent_gone() => {}
+        loop {
+            // Woken by the name's next change: armed before the lookup, so
+            // an agent that comes back in between is not missed.
+            let changed = self.routes.changed(name)?;
+            let woken = changed.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let until = match self.routes.lookup(name) {
+                // The agent found gone may not have left the table yet: its
+                // leaving is a change too, and the wait is short anyway.
+                Lookup::Live(upstream) if upstream.agent_gone() => {
+                    deadline.min(tokio::time::Instant::now() + RETRY_EVERY)
+                }
                 Lookup::Live(upstream) => return Some(upstream),
-                Lookup::Offline => {}
+                Lookup::Offline => deadline,
                 Lookup::Unknown => return None,
+            };
+            if tokio::time::timeout_at(until, woken).await.is_err()
+                && tokio::time::Instant::now() >= deadline
+            {
+                return None;
             }
         }
-        None
     }
 
     /// Sends `req` through `upstream`; if its agent turns out to be gone

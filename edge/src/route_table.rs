@@ -8,13 +8,19 @@
 //!
 //! One `DashMap` in memory today; the interface (claim, lookup, release,
 //! disconnect) is what a shared store would implement for several edges.
+//!
+//! Each name has a [`Notify`] that every change of its entry wakes (a claim,
+//! an end, the lease running out), so a request waiting for an offline
+//! name's agent to come back wakes the moment it does instead of polling.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use calvin_proto::PreviewName;
 use dashmap::DashMap;
 use dashmap::mapref::entry::Entry as MapEntry;
+use tokio::sync::Notify;
 
 use crate::accounts::AccountId;
 
@@ -40,12 +46,23 @@ enum Entry<T> {
         account: AccountId,
         id: RouteId,
         target: T,
+        changed: Arc<Notify>,
     },
     Held {
         account: AccountId,
         offline: bool,
         until: Instant,
+        changed: Arc<Notify>,
     },
+}
+
+impl<T> Entry<T> {
+    /// Woken at every change of this name's entry.
+    fn changed(&self) -> &Arc<Notify> {
+        match self {
+            Entry::Live { changed, .. } | Entry::Held { changed, .. } => changed,
+        }
+    }
 }
 
 /// What a visitor's request for a name finds.
@@ -106,10 +123,15 @@ impl<T: Clone> RouteTable<T> {
         if !was_live {
             self.count_live(account)?;
         }
+        let changed = match &entry {
+            MapEntry::Occupied(o) => o.get().changed().clone(),
+            MapEntry::Vacant(_) => Arc::new(Notify::new()),
+        };
         let live = Entry::Live {
             account: account.clone(),
             id,
             target: make(&name, id),
+            changed: changed.clone(),
         };
         match entry {
             MapEntry::Occupied(mut o) => {
@@ -119,6 +141,7 @@ impl<T: Clone> RouteTable<T> {
                 v.insert(live);
             }
         }
+        changed.notify_waiters();
         Ok((name, id))
     }
 
@@ -163,6 +186,13 @@ impl<T: Clone> RouteTable<T> {
         }
     }
 
+    /// What wakes at the next change of `name`'s entry; `None` when the
+    /// table has no entry for it. Enable the `notified()` future before
+    /// [`Self::lookup`] so that no change in between is missed.
+    pub fn changed(&self, name: &PreviewName) -> Option<Arc<Notify>> {
+        self.entries.get(name).map(|e| e.changed().clone())
+    }
+
     /// Unpreview: binding `id` of `name` stops serving; the name stays held
     /// by its account for the lease. False when `id` no longer holds it.
     pub fn release(&self, name: &PreviewName, id: RouteId) -> bool {
@@ -179,19 +209,24 @@ impl<T: Clone> RouteTable<T> {
         let Some(mut entry) = self.entries.get_mut(name) else {
             return false;
         };
-        let account = match &*entry {
+        let (account, changed) = match &*entry {
             Entry::Live {
-                account, id: live, ..
-            } if *live == id => account.clone(),
+                account,
+                id: live,
+                changed,
+                ..
+            } if *live == id => (account.clone(), changed.clone()),
             _ => return false,
         };
         *entry = Entry::Held {
             account: account.clone(),
             offline,
             until: Instant::now() + self.lease,
+            changed: changed.clone(),
         };
         drop(entry);
         self.uncount_live(&account);
+        changed.notify_waiters();
         true
     }
 
@@ -204,7 +239,11 @@ impl<T: Clone> RouteTable<T> {
                 on_live(target);
                 true
             }
-            Entry::Held { until, .. } => *until > now,
+            Entry::Held { until, .. } if *until > now => true,
+            Entry::Held { changed, .. } => {
+                changed.notify_waiters();
+                false
+            }
         });
     }
 
@@ -282,6 +321,25 @@ mod tests {
         );
         t.claim(Some(n.clone()), &alice, |_, _| 3).unwrap();
         assert!(matches!(t.lookup(&n), Lookup::Live(3)));
+    }
+
+    #[tokio::test]
+    async fn a_waiter_wakes_when_its_name_comes_back() {
+        let t = table(Duration::from_secs(60));
+        let alice = AccountId::new("alice");
+        let (n, id) = t.claim(Some(name("web")), &alice, |_, _| 1).unwrap();
+        assert!(t.disconnect(&n, id));
+        let changed = t.changed(&n).expect("a held name has a signal");
+        let woken = changed.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        assert!(matches!(t.lookup(&n), Lookup::Offline));
+        t.claim(Some(n.clone()), &alice, |_, _| 2).unwrap();
+        tokio::time::timeout(Duration::from_secs(1), woken)
+            .await
+            .expect("the claim wakes the waiter");
+        assert!(matches!(t.lookup(&n), Lookup::Live(2)));
+        assert!(t.changed(&name("other")).is_none());
     }
 
     #[test]
