@@ -54,13 +54,13 @@
 //! - `Divider`: `{"type":"divider"}`; `Image`: `{"type":"image","image_url":..,"alt_text":..}`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fmt;
 
-use serde::Serialize;
 use serde_json::{Map, Number, Value, json};
 
 mod limits;
+mod problem;
 mod schema;
+mod secrets;
 #[cfg(test)]
 mod test_cards;
 
@@ -71,43 +71,10 @@ pub use limits::{
     MAX_PROBLEMS_PER_FIELD, MAX_SERIES, MAX_TABLE_COLUMNS, MAX_TABLE_ROWS, MAX_TABLES, MAX_TEXT,
     MAX_URL,
 };
+pub use problem::Problem;
+use problem::{SPEC, finish, type_name};
 pub use schema::{DESCRIPTION, input_schema};
-
-/// The `element` of problems about the spec as a whole.
-const SPEC: &str = "spec";
-const SECRET_MESSAGE: &str = "contains the value of one of the session's secrets";
-const REDACTED: &str = "[redacted]";
-
-/// One thing wrong with a card spec.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
-pub struct Problem {
-    /// The element id, or `"spec"` for the spec as a whole.
-    pub element: String,
-    /// The prop, or `"type"`, `"children"`, `"id"`, or a key of the spec.
-    pub field: String,
-    /// What is wrong, with the limit and the value.
-    pub message: String,
-}
-
-impl Problem {
-    fn new(element: &str, field: &str, message: impl Into<String>) -> Self {
-        Problem {
-            element: element.to_owned(),
-            field: field.to_owned(),
-            message: message.into(),
-        }
-    }
-}
-
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "element {:?} field {:?}: {}",
-            self.element, self.field, self.message
-        )
-    }
-}
+use secrets::scan_secrets;
 
 /// A valid card, rendered.
 #[derive(Debug, Clone, PartialEq)]
@@ -328,17 +295,6 @@ struct Element {
 
 // ---------------------------------------------------------------------------
 // Validation
-
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
-}
 
 /// Checks the whole spec into `problems`; renders the card when its root is
 /// a Card (also when there are problems, to count the blocks).
@@ -1524,141 +1480,6 @@ fn strip_prefix_ignore_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> 
 }
 
 // ---------------------------------------------------------------------------
-// Secrets and the final list
-
-fn scan_secrets(spec: &Value, secrets: &[String], problems: &mut Vec<Problem>) {
-    let secrets: Vec<&str> = secrets
-        .iter()
-        .map(String::as_str)
-        .filter(|s| !s.is_empty())
-        .collect();
-    if secrets.is_empty() {
-        return;
-    }
-    let hit = |text: &str| secrets.iter().any(|secret| text.contains(secret));
-    let mut found: Vec<(String, String)> = Vec::new();
-    let mut add = |element: &str, field: &str| {
-        let key = (element.to_owned(), field.to_owned());
-        if !found.contains(&key) {
-            found.push(key);
-        }
-    };
-    match spec {
-        Value::Object(obj) => {
-            for (key, value) in obj {
-                let (Some(elements), "elements") = (value.as_object(), key.as_str()) else {
-                    if hit(key) || value_has_secret(value, &hit) {
-                        add(SPEC, key);
-                    }
-                    continue;
-                };
-                for (id, element) in elements {
-                    if hit(id) {
-                        add(id, "id");
-                    }
-                    let Value::Object(parts) = element else {
-                        if value_has_secret(element, &hit) {
-                            add(id, "type");
-                        }
-                        continue;
-                    };
-                    for (part, value) in parts {
-                        match (part.as_str(), value) {
-                            ("props", Value::Object(props)) => {
-                                for (prop, value) in props {
-                                    if hit(prop) || value_has_secret(value, &hit) {
-                                        add(id, prop);
-                                    }
-                                }
-                            }
-                            _ => {
-                                if hit(part) || value_has_secret(value, &hit) {
-                                    add(id, part);
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        other => {
-            if value_has_secret(other, &hit) {
-                add(SPEC, SPEC);
-            }
-        }
-    }
-    problems.extend(
-        found
-            .into_iter()
-            .map(|(element, field)| Problem::new(&element, &field, SECRET_MESSAGE)),
-    );
-}
-
-fn value_has_secret(value: &Value, hit: &dyn Fn(&str) -> bool) -> bool {
-    match value {
-        Value::Null | Value::Bool(_) => false,
-        Value::Number(number) => hit(&number.to_string()),
-        Value::String(text) => hit(text),
-        Value::Array(items) => items.iter().any(|item| value_has_secret(item, hit)),
-        Value::Object(map) => map
-            .iter()
-            .any(|(key, item)| hit(key) || value_has_secret(item, hit)),
-    }
-}
-
-/// Drops exact duplicates, caps the problems per element and field, and
-/// redacts the secrets' values from every text.
-fn finish(problems: Vec<Problem>, secrets: &[String]) -> Vec<Problem> {
-    let mut out: Vec<Problem> = Vec::with_capacity(problems.len());
-    let mut per_field: HashMap<(String, String), usize> = HashMap::new();
-    let mut seen: HashSet<Problem> = HashSet::new();
-    let mut omitted: Vec<((String, String), usize)> = Vec::new();
-    for problem in problems {
-        if !seen.insert(problem.clone()) {
-            continue;
-        }
-        let key = (problem.element.clone(), problem.field.clone());
-        let count = per_field.entry(key.clone()).or_insert(0);
-        *count += 1;
-        if *count <= MAX_PROBLEMS_PER_FIELD {
-            out.push(problem);
-        } else if let Some(entry) = omitted.iter_mut().find(|(k, _)| *k == key) {
-            entry.1 += 1;
-        } else {
-            omitted.push((key, 1));
-        }
-    }
-    for ((element, field), n) in omitted {
-        out.push(Problem::new(
-            &element,
-            &field,
-            format!("{n} more problems in this field, not listed"),
-        ));
-    }
-    let secrets: Vec<&str> = secrets
-        .iter()
-        .map(String::as_str)
-        .filter(|s| !s.is_empty())
-        .collect();
-    if !secrets.is_empty() {
-        for problem in &mut out {
-            for text in [
-                &mut problem.element,
-                &mut problem.field,
-                &mut problem.message,
-            ] {
-                for secret in &secrets {
-                    if text.contains(secret) {
-                        *text = text.replace(secret, REDACTED);
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
-// ---------------------------------------------------------------------------
 // Rendering
 
 /// Escapes text for a mrkdwn context (Slack's three control characters).
@@ -2380,66 +2201,6 @@ mod tests {
     }
 
     #[test]
-    fn secrets_are_refused_without_being_echoed() {
-        let secret = "sk-live-0123456789".to_owned();
-        let spec = json!({
-            "root": "card",
-            "elements": {
-                "card": {"type": "Card", "props": {"title": "ok"}, "children": ["t", "tab", "sk-live-0123456789-id"]},
-                "t": {"type": "Text", "props": {"text": "the key is sk-live-0123456789!"}},
-                "tab": {"type": "Table", "props": {"columns": ["k"], "rows": [["x sk-live-0123456789"]]}},
-                "sk-live-0123456789-id": {"type": "Divider", "props": {"sk-live-0123456789": 1}}
-            }
-        });
-        let got = problems_with(&spec, std::slice::from_ref(&secret));
-        for p in &got {
-            assert!(!p.contains(&secret), "{p}");
-        }
-        assert_has(
-            &got,
-            r#"element "t" field "text": contains the value of one of the session's secrets"#,
-        );
-        assert_has(
-            &got,
-            r#"element "tab" field "rows": contains the value of one of the session's secrets"#,
-        );
-        assert_has(
-            &got,
-            r#"element "[redacted]-id" field "id": contains the value of one of the session's secrets"#,
-        );
-        assert_has(
-            &got,
-            r#"element "[redacted]-id" field "[redacted]": unknown prop; a Divider takes no props"#,
-        );
-
-        // A numeric secret in a number; empty secrets are ignored.
-        let spec = card(
-            &["t"],
-            json!({"t": {"type": "Table", "props": {"columns": ["n"], "rows": [[40_961_234]]}}}),
-        );
-        assert_eq!(
-            problems_with(&spec, &["961".to_owned()]),
-            [r#"element "t" field "rows": contains the value of one of the session's secrets"#]
-        );
-        render_ok(&spec);
-        assert!(validate_and_render(&spec, &[String::new()]).is_ok());
-    }
-
-    #[test]
-    fn problems_per_field_are_capped() {
-        let rows: Vec<Value> = (0..30).map(|_| json!([null])).collect();
-        let got = problems(&card(
-            &["t"],
-            json!({"t": {"type": "Table", "props": {"columns": ["a"], "rows": rows}}}),
-        ));
-        assert_eq!(got.len(), MAX_PROBLEMS_PER_FIELD + 1);
-        assert_eq!(
-            got[MAX_PROBLEMS_PER_FIELD],
-            r#"element "t" field "rows": 10 more problems in this field, not listed"#
-        );
-    }
-
-    #[test]
     fn the_chart_summary_is_truncated_and_the_fallback_too() {
         let long: Vec<Value> = (0..40)
             .map(|i| json!({"type": "Text", "props": {"text": format!("{i} {}", "w".repeat(200))}}))
@@ -2467,18 +2228,5 @@ mod tests {
                 .collect(),
         };
         assert_eq!(chart_summary(&chart, true).chars().count(), MAX_TEXT);
-    }
-
-    #[test]
-    fn problem_display_and_serialization() {
-        let p = Problem::new("t1", "rows", "101 rows, at most 100");
-        assert_eq!(
-            p.to_string(),
-            r#"element "t1" field "rows": 101 rows, at most 100"#
-        );
-        assert_eq!(
-            serde_json::to_value(&p).expect("json"),
-            json!({"element": "t1", "field": "rows", "message": "101 rows, at most 100"})
-        );
     }
 }
