@@ -57,13 +57,16 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{Map, Number, Value, json};
 
+mod chart;
 mod limits;
 mod problem;
 mod schema;
 mod secrets;
 #[cfg(test)]
 mod test_cards;
+mod vocabulary;
 
+use chart::{Chart, ChartKind, Series};
 use limits::chars;
 pub use limits::{
     MAX_ALT, MAX_BLOCKS, MAX_BUTTON_TEXT, MAX_BUTTONS_PER_ROW, MAX_CHART_TITLE, MAX_CHARTS,
@@ -75,6 +78,7 @@ pub use problem::Problem;
 use problem::{SPEC, finish, type_name};
 pub use schema::{DESCRIPTION, input_schema};
 use secrets::scan_secrets;
+use vocabulary::{Element, Kind, Node, type_list};
 
 /// A valid card, rendered.
 #[derive(Debug, Clone, PartialEq)]
@@ -128,169 +132,6 @@ pub fn validate_and_render(spec: &Value, secrets: &[String]) -> Result<RenderedC
             Err(finish(problems, secrets))
         }
     }
-}
-
-// ---------------------------------------------------------------------------
-// The vocabulary
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Card,
-    Fields,
-    Field,
-    Heading,
-    Text,
-    Table,
-    Chart,
-    Button,
-    Divider,
-    Image,
-}
-
-const KINDS: [Kind; 10] = [
-    Kind::Card,
-    Kind::Fields,
-    Kind::Field,
-    Kind::Heading,
-    Kind::Text,
-    Kind::Table,
-    Kind::Chart,
-    Kind::Button,
-    Kind::Divider,
-    Kind::Image,
-];
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::Card => "Card",
-            Kind::Fields => "Fields",
-            Kind::Field => "Field",
-            Kind::Heading => "Heading",
-            Kind::Text => "Text",
-            Kind::Table => "Table",
-            Kind::Chart => "Chart",
-            Kind::Button => "Button",
-            Kind::Divider => "Divider",
-            Kind::Image => "Image",
-        }
-    }
-
-    fn parse(name: &str) -> Option<Kind> {
-        KINDS.into_iter().find(|kind| kind.name() == name)
-    }
-
-    fn props(self) -> &'static [&'static str] {
-        match self {
-            Kind::Card => &["title"],
-            Kind::Fields | Kind::Divider => &[],
-            Kind::Field => &["label", "value"],
-            Kind::Heading | Kind::Text => &["text"],
-            Kind::Table => &["columns", "rows"],
-            Kind::Chart => &["kind", "title", "series"],
-            Kind::Button => &["text", "url"],
-            Kind::Image => &["url", "alt"],
-        }
-    }
-
-    fn takes_children(self) -> bool {
-        matches!(self, Kind::Card | Kind::Fields)
-    }
-
-    /// "a Card", "an Image".
-    fn a(self) -> String {
-        match self {
-            Kind::Image => "an Image".to_owned(),
-            other => format!("a {}", other.name()),
-        }
-    }
-
-    /// "no props", "title", "label and value", "kind, title and series".
-    fn props_list(self) -> String {
-        match self.props() {
-            [] => "no props".to_owned(),
-            [one] => (*one).to_owned(),
-            [init @ .., last] => format!("{} and {last}", init.join(", ")),
-        }
-    }
-}
-
-fn type_list() -> String {
-    KINDS.map(Kind::name).join(", ")
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ChartKind {
-    Bar,
-    Line,
-    Area,
-    Pie,
-}
-
-impl ChartKind {
-    fn name(self) -> &'static str {
-        match self {
-            ChartKind::Bar => "bar",
-            ChartKind::Line => "line",
-            ChartKind::Area => "area",
-            ChartKind::Pie => "pie",
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-struct Chart {
-    kind: ChartKind,
-    title: String,
-    series: Vec<Series>,
-}
-
-#[derive(Debug, Clone)]
-struct Series {
-    name: String,
-    points: Vec<(String, Number)>,
-}
-
-/// An element's content, read leniently (defaults where a prop is wrong)
-/// so that a card with problems can still be rendered to count its blocks.
-#[derive(Debug, Clone)]
-enum Node {
-    Card {
-        title: Option<String>,
-    },
-    Fields,
-    Field {
-        label: String,
-        value: String,
-    },
-    Heading {
-        text: String,
-    },
-    Text {
-        text: String,
-    },
-    Table {
-        columns: Vec<String>,
-        rows: Vec<Vec<String>>,
-    },
-    Chart(Chart),
-    Button {
-        text: String,
-        url: String,
-    },
-    Divider,
-    Image {
-        url: String,
-        alt: String,
-    },
-}
-
-#[derive(Debug)]
-struct Element {
-    kind: Option<Kind>,
-    node: Option<Node>,
-    children: Vec<String>,
-    problems: Vec<Problem>,
 }
 
 // ---------------------------------------------------------------------------

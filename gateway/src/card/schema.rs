@@ -130,7 +130,7 @@ pub fn input_schema() -> Map<String, Value> {
 mod tests {
     use super::*;
     use crate::card::test_cards::*;
-    use crate::card::{KINDS, Kind};
+    use crate::card::vocabulary::{KINDS, Kind};
 
     #[test]
     fn the_description_example_is_valid() {
