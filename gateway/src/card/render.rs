@@ -7,11 +7,10 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Number, Value, json};
 
-use super::chart::{Chart, ChartKind};
 use super::limits::{
     MAX_BUTTONS_PER_ROW, MAX_FALLBACK, MAX_FIELDS, MAX_TABLE_ROWS, MAX_TEXT, chars,
 };
-use super::vocabulary::{Element, Node};
+use super::vocabulary::{Chart, ChartKind, Element, Node};
 
 /// A valid card, rendered.
 #[derive(Debug, Clone, PartialEq)]
@@ -293,8 +292,8 @@ mod tests {
     use slack_morphism::prelude::*;
 
     use super::*;
-    use crate::card::chart::Series;
     use crate::card::test_cards::*;
+    use crate::card::vocabulary::Series;
 
     #[test]
     fn valid_card_renders_every_element_type_in_order() {

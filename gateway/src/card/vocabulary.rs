@@ -2,7 +2,8 @@
 //! and what an element is once read ([`Element`], [`Node`]), leniently, so
 //! that a card with problems can still be rendered to count its blocks.
 
-use super::chart::Chart;
+use serde_json::Number;
+
 use super::problem::Problem;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +90,38 @@ impl Kind {
 
 pub(super) fn type_list() -> String {
     KINDS.map(Kind::name).join(", ")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ChartKind {
+    Bar,
+    Line,
+    Area,
+    Pie,
+}
+
+impl ChartKind {
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            ChartKind::Bar => "bar",
+            ChartKind::Line => "line",
+            ChartKind::Area => "area",
+            ChartKind::Pie => "pie",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Chart {
+    pub(super) kind: ChartKind,
+    pub(super) title: String,
+    pub(super) series: Vec<Series>,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct Series {
+    pub(super) name: String,
+    pub(super) points: Vec<(String, Number)>,
 }
 
 /// An element's content, read leniently (defaults where a prop is wrong)
