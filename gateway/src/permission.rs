@@ -7,7 +7,7 @@
 //! `{"behavior": "deny", "message": "..."}` (Claude Code's permission
 //! prompt tool contract; see the README). Those are the answers here.
 //!
-//! - Tools that never ask ([`NEVER_ASK`]) and tools already allowed for
+//! - Tools that never ask ([`never_asks`]) and tools already allowed for
 //!   the rest of the session are allowed at once, without a post.
 //! - `ExitPlanMode` and `AskUserQuestion` go over the decision bridge: the
 //!   plan, or each question with its numbered options, is posted with its
@@ -25,26 +25,18 @@ use serde_json::{Map, Value, json};
 use crate::card::escape_mrkdwn;
 use crate::decisions::{Heard, Question};
 use crate::threads::{cut, neutralise_mentions};
-use crate::tools::{Gateway, Runner};
+use crate::tools::{CHAT_TOOLS, Gateway, Runner};
 
 /// This server's tools as the CLI names them.
 const OWN_PREFIX: &str = "mcp__calvin__";
 
-/// Tools of both families allowed without a post: the readers, and the
-/// chat tools the threads spec auto-approves (each has its own guardrail;
-/// send_dm asks by itself before a first DM).
-pub const NEVER_ASK: [&str; 10] = [
-    "read_thread",
-    "send_file",
-    "read_post",
-    "react_to_post",
-    "update_own_post",
-    "list_thread",
-    "read_channel_history",
-    "search_messages",
-    "send_dm",
-    "permission_prompt",
-];
+/// Whether `tool` (this server's, without the prefix) is allowed without
+/// a post: read_thread (never asked, says agent-tools.txt) and every tool
+/// the threads spec auto-approves, send_file and its family (each has its
+/// own guardrail; send_dm asks by itself before a first DM).
+pub fn never_asks(tool: &str) -> bool {
+    matches!(tool, "read_thread" | "send_file") || CHAT_TOOLS.contains(&tool)
+}
 
 /// The generic prompt's reactions: once, all uses, deny.
 pub const ALLOW_ONCE: &str = "+1";
@@ -140,7 +132,7 @@ impl Gateway {
             return Err(crate::args::problems("no permission was decided", &found));
         };
         let own = tool.strip_prefix(OWN_PREFIX);
-        if own.is_some_and(|t| NEVER_ASK.contains(&t)) || runner.allowed_all(&tool) {
+        if own.is_some_and(never_asks) || runner.allowed_all(&tool) {
             return Ok(Decision::Allow(Value::Object(input)));
         }
         // What is shown never holds a secret: without the session's secret

@@ -177,10 +177,12 @@ pub fn result(outcome: ToolOutcome) -> CallToolResult {
     }
 }
 
-/// The chat-thread family's tools that answer in its `ok` shape
-/// (permission_prompt answers the CLI's; send_file keeps the first
-/// family's, which it belongs to as well).
-const THREADS_FAMILY: [&str; 7] = [
+/// The chat-thread family of `claude-threads-mcp-tools.txt`, beside the
+/// first family in every mode (send_file, which both specs have, is the
+/// first family's). All but permission_prompt, which answers in the CLI's
+/// shape, answer in the family's `ok` shape.
+pub const CHAT_TOOLS: [&str; 8] = [
+    "permission_prompt",
     "read_post",
     "react_to_post",
     "update_own_post",
@@ -252,17 +254,7 @@ fn available(mode: Mode, tool: &str, has_workspace: bool) -> Option<Availability
             "spawn_thread" | "read_thread" | "post_thread" | "request_secret",
             SelfHosted | Hosted,
         ) => Some(Runs),
-        (
-            "permission_prompt"
-            | "read_post"
-            | "react_to_post"
-            | "update_own_post"
-            | "list_thread"
-            | "read_channel_history"
-            | "search_messages"
-            | "send_dm",
-            _,
-        ) => Some(Runs),
+        (tool, _) if CHAT_TOOLS.contains(&tool) => Some(Runs),
         ("preview" | "unpreview", Hosted) => Some(Runs),
         ("preview" | "unpreview", SelfHosted) => Some(Refused(TUNNEL_OFF)),
         _ => None,
@@ -368,7 +360,7 @@ impl Gateway {
         if let Err(reason) = &outcome {
             tracing::info!(tool = %name, %reason, "tool refused");
         }
-        if known && THREADS_FAMILY.contains(&name) {
+        if known && CHAT_TOOLS.contains(&name) {
             family_result(outcome)
         } else {
             result(outcome)
@@ -857,16 +849,7 @@ mod tests {
             "post_thread",
             "request_secret",
         ];
-        let family = [
-            "permission_prompt",
-            "read_post",
-            "react_to_post",
-            "update_own_post",
-            "list_thread",
-            "read_channel_history",
-            "search_messages",
-            "send_dm",
-        ];
+        let family = CHAT_TOOLS;
         let mut want = vec!["send_file", "post_card"];
         want.extend(family);
         assert_eq!(

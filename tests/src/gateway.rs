@@ -337,6 +337,20 @@ impl GatewayDaemon {
         }
     }
 
+    /// [`start`](Self::start) with Socket Mode up (its 2 sockets open at
+    /// the fake Slack) and `setup`'s session registered: the daemon and
+    /// the registration's answer.
+    pub async fn start_with_session(setup: &GatewaySetup) -> (GatewayDaemon, Value) {
+        let daemon = GatewayDaemon::start(setup).await;
+        setup
+            .slack
+            .wait_for_sockets(2, Duration::from_secs(15))
+            .await
+            .expect("the daemon opens its Socket Mode connections");
+        let registered = daemon.register(GatewayDaemon::context_of(setup)).await;
+        (daemon, registered)
+    }
+
     /// What the daemon has logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log_file).unwrap_or_default()

@@ -11,25 +11,6 @@ use calvin_tests::{Origin, TestAgent, TestEdge, binary, curl};
 use serde_json::{Value, json};
 
 /// What a self-hosted gateway without a workspace definition lists.
-const SELF_HOSTED_TOOLS: [&str; 16] = [
-    "send_file",
-    "post_card",
-    "spawn_thread",
-    "read_thread",
-    "post_thread",
-    "request_secret",
-    "preview",
-    "unpreview",
-    "permission_prompt",
-    "read_post",
-    "react_to_post",
-    "update_own_post",
-    "list_thread",
-    "read_channel_history",
-    "search_messages",
-    "send_dm",
-];
-
 /// The chat-thread family (claude-threads-mcp-tools.txt), in every mode.
 const FAMILY: [&str; 8] = [
     "permission_prompt",
@@ -42,6 +23,23 @@ const FAMILY: [&str; 8] = [
     "send_dm",
 ];
 
+/// A self-hosted gateway's tools, in order: agent-tools.txt's without
+/// checkout_repo, then the chat-thread family.
+fn self_hosted_tools() -> Vec<&'static str> {
+    let mut tools = vec![
+        "send_file",
+        "post_card",
+        "spawn_thread",
+        "read_thread",
+        "post_thread",
+        "request_secret",
+        "preview",
+        "unpreview",
+    ];
+    tools.extend(FAMILY);
+    tools
+}
+
 /// A workspace definition (its repositories are never cloned here).
 const WORKSPACE: &str =
     "[workspace]\n[[workspace.repos]]\nname = \"web\"\nurl = \"https://github.com/acme/web.git\"\n";
@@ -49,12 +47,6 @@ const WORKSPACE: &str =
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_mode_lists_the_spec_tools_and_says_what_it_offers() {
     let (list, info) = (json!({ "op": "list" }), json!({ "op": "info" }));
-    let threads = [
-        "spawn_thread",
-        "read_thread",
-        "post_thread",
-        "request_secret",
-    ];
 
     // The four gateways, driven at once.
     let one = GatewaySetup::new("one-machine").await;
@@ -130,10 +122,7 @@ async fn each_mode_lists_the_spec_tools_and_says_what_it_offers() {
         "{said}"
     );
     assert!(!said.contains("checkout_repo"), "{said}");
-    let mut want = vec!["send_file", "post_card"];
-    want.extend(threads);
-    want.extend(["preview", "unpreview"]);
-    want.extend(FAMILY);
+    let mut want = self_hosted_tools();
     assert_eq!(tool_names(&out[1]), want);
     for refusal in &out[2..4] {
         assert_refused(refusal, "the tunnel is disabled on a self-hosted gateway");
@@ -637,7 +626,7 @@ async fn the_http_daemon_serves_registered_sessions_and_checks_host_and_origin()
         ]
     }))
     .await;
-    assert_eq!(tool_names(&out[0]), SELF_HOSTED_TOOLS);
+    assert_eq!(tool_names(&out[0]), self_hosted_tools());
     assert_eq!(out[1]["structured"]["sent"], 2, "{}", out[1]);
     assert_refused(&out[2], "the tunnel is disabled on a self-hosted gateway");
     assert_eq!(out[3]["code"], 0, "{}", out[3]);
@@ -712,7 +701,7 @@ async fn the_mcp_inspector_cli_lists_the_tools() {
         String::from_utf8_lossy(&output.stderr)
     );
     let listed: Value = serde_json::from_str(&stdout).expect("JSON from the inspector");
-    let mut hosted = SELF_HOSTED_TOOLS.to_vec();
+    let mut hosted = self_hosted_tools();
     hosted.insert(2, "checkout_repo");
     assert_eq!(
         tool_names(&listed),

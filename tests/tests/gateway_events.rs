@@ -27,14 +27,7 @@ async fn setup() -> GatewaySetup {
 
 /// The daemon, its sockets up, and the session registered.
 async fn daemon(setup: &GatewaySetup) -> (GatewayDaemon, Value) {
-    let daemon = GatewayDaemon::start(setup).await;
-    setup
-        .slack
-        .wait_for_sockets(2, WAIT)
-        .await
-        .expect("the daemon opens its Socket Mode connections");
-    let registered = daemon.register(GatewayDaemon::context_of(setup)).await;
-    (daemon, registered)
+    GatewayDaemon::start_with_session(setup).await
 }
 
 /// The button message of the request for `name`.

@@ -48,13 +48,7 @@ async fn setup(permissions: &str) -> GatewaySetup {
 
 /// The daemon, its sockets up, and the session's MCP URL.
 async fn daemon(setup: &GatewaySetup) -> (GatewayDaemon, String) {
-    let daemon = GatewayDaemon::start(setup).await;
-    setup
-        .slack
-        .wait_for_sockets(2, WAIT)
-        .await
-        .expect("the daemon opens its Socket Mode connections");
-    let registered = daemon.register(GatewayDaemon::context_of(setup)).await;
+    let (daemon, registered) = GatewayDaemon::start_with_session(setup).await;
     let mcp = registered["mcp_url"].as_str().expect("mcp_url").to_owned();
     (daemon, mcp)
 }
