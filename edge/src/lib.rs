@@ -8,7 +8,8 @@
 //!   caps, checked at start; [`config`] reads them from `edge.toml`, [`dev`]
 //!   makes them for one machine.
 //! - [`route_table::RouteTable`]: names, their owners and their upstreams.
-//! - [`proxy`]: per-request routing and header rewriting; [`upstream`]: the
+//! - [`proxy`]: per-request routing, [`rewrite`] its header rewriting;
+//!   [`upstream`]: the
 //!   pooled HTTP/1.1-over-QUIC connections; [`tunnel`]: the agents' side.
 //! - [`dns`]: the zone's authoritative DNS; [`acme`]: its certificate;
 //!   [`cert_store`]: the certificate every handshake reads.
@@ -31,6 +32,7 @@ pub mod proxy;
 pub mod rates;
 mod request_body;
 mod rewind;
+pub mod rewrite;
 pub mod route_table;
 mod settings;
 mod state_files;

@@ -1,0 +1,312 @@
+//! How a visitor's request becomes the one the origin gets, and what of
+//! the origin's answer the visitor gets: HTTP/1.1 in origin form, the
+//! visitor's Host, no hop-by-hop headers, forwarding headers that the edge
+//! alone sets, upgrades kept, and no cookie scoped beyond the preview.
+
+use std::net::{IpAddr, SocketAddr};
+
+use calvin_proto::PreviewName;
+use http::header::{self, HeaderName, HeaderValue};
+use http::{HeaderMap, Request, Uri, Version};
+use tracing::debug;
+
+/// The scheme a visitor used, for `X-Forwarded-Proto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    Http,
+    Https,
+}
+
+impl Scheme {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+}
+
+/// Drops `Set-Cookie` headers whose `Domain` is not the preview's own host:
+/// one preview must not set cookies that every other preview of the zone
+/// (another account's, too) would receive. This covers cookies set by the
+/// server; a page's script can still try `document.cookie`, which only
+/// listing the zone on the Public Suffix List stops.
+pub(crate) fn drop_zone_cookies(headers: &mut HeaderMap, name: &PreviewName, domain: &str) {
+    if !headers.contains_key(header::SET_COOKIE) {
+        return;
+    }
+    let own_host = format!("{name}.{domain}");
+    let cookies: Vec<HeaderValue> = headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .cloned()
+        .collect();
+    headers.remove(header::SET_COOKIE);
+    for cookie in cookies {
+        if cookie_stays_on(&cookie, &own_host) {
+            headers.append(header::SET_COOKIE, cookie);
+        } else {
+            debug!(%name, "dropped a Set-Cookie scoped beyond the preview");
+        }
+    }
+}
+
+/// Whether a Set-Cookie value stays on `host`: no `Domain` attribute, or
+/// exactly one naming `host`. Browsers use the last of several (RFC 6265
+/// 5.3); a value with two is dropped rather than guessed at, and so is an
+/// unreadable one.
+fn cookie_stays_on(cookie: &HeaderValue, host: &str) -> bool {
+    let Ok(text) = cookie.to_str() else {
+        return false;
+    };
+    let mut domains = text.split(';').skip(1).filter_map(|attr| {
+        let (key, value) = attr.split_once('=')?;
+        key.trim()
+            .eq_ignore_ascii_case("domain")
+            .then(|| value.trim().trim_start_matches('.'))
+    });
+    match (domains.next(), domains.next()) {
+        (None, _) => true,
+        (Some(only), None) => only.eq_ignore_ascii_case(host),
+        (Some(_), Some(_)) => false,
+    }
+}
+
+/// The protocol an HTTP/1.1 request asks to upgrade to, if it asks.
+pub(crate) fn requested_upgrade<B>(req: &Request<B>) -> Option<HeaderValue> {
+    if req.version() != Version::HTTP_11 {
+        return None;
+    }
+    let asks = connection_tokens(req.headers()).any(|t| t.eq_ignore_ascii_case("upgrade"));
+    asks.then(|| req.headers().get(header::UPGRADE).cloned())
+        .flatten()
+}
+
+/// Makes a visitor's request into the one the origin gets: HTTP/1.1 in
+/// origin form, the visitor's Host, no hop-by-hop headers, and forwarding
+/// headers that the edge alone sets.
+pub(crate) fn rewrite_request<B>(
+    req: &mut Request<B>,
+    host: &str,
+    peer: SocketAddr,
+    scheme: Scheme,
+    upgrade: Option<HeaderValue>,
+) {
+    *req.version_mut() = Version::HTTP_11;
+    let path = req
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_owned();
+    *req.uri_mut() = Uri::try_from(path).unwrap_or_else(|_| Uri::from_static("/"));
+
+    let h = req.headers_mut();
+    strip_hop_by_hop(h);
+    for name in FORWARDING {
+        h.remove(name);
+    }
+    let ip = canonical_ip(peer.ip());
+    let forwarded_for = match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("\"[{v6}]\""),
+    };
+    let forwarded = format!(
+        "for={forwarded_for};host=\"{host}\";proto={}",
+        scheme.as_str()
+    );
+    let set = [
+        (header::HOST, host.to_owned()),
+        (X_FORWARDED_FOR, ip.to_string()),
+        (X_FORWARDED_PROTO, scheme.as_str().to_owned()),
+        (X_FORWARDED_HOST, host.to_owned()),
+        (header::FORWARDED, forwarded),
+    ];
+    for (name, value) in set {
+        // Every value is built from a parsed host and an address, so it is
+        // always a valid header value.
+        if let Ok(value) = HeaderValue::try_from(value) {
+            h.insert(name, value);
+        }
+    }
+    if let Some(protocol) = upgrade {
+        h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        h.insert(header::UPGRADE, protocol);
+    }
+}
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+
+/// Headers that say where a request came from: only the edge sets them.
+const FORWARDING: [HeaderName; 6] = [
+    X_FORWARDED_FOR,
+    X_FORWARDED_PROTO,
+    X_FORWARDED_HOST,
+    HeaderName::from_static("x-forwarded-port"),
+    HeaderName::from_static("x-real-ip"),
+    header::FORWARDED,
+];
+
+/// Headers that belong to one connection, not to the message (RFC 9110
+/// §7.6.1), besides those the Connection header names.
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+fn connection_tokens(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    let named: Vec<HeaderName> = connection_tokens(headers)
+        .filter_map(|t| HeaderName::try_from(t).ok())
+        .collect();
+    for name in named.iter().chain(HOP_BY_HOP.iter()) {
+        headers.remove(name);
+    }
+}
+
+/// An IPv4-mapped IPv6 address as the IPv4 address it is.
+fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(headers: &[(&str, &str)]) -> Request<()> {
+        let mut b = Request::builder().uri("http://web.preview.localhost/a?b=1");
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        b.body(()).unwrap()
+    }
+
+    #[test]
+    fn visitor_forwarding_headers_are_replaced() {
+        let mut req = request(&[
+            ("x-forwarded-for", "6.6.6.6"),
+            ("x-forwarded-host", "evil.example"),
+            ("x-forwarded-proto", "gopher"),
+            ("forwarded", "for=6.6.6.6"),
+            ("x-real-ip", "6.6.6.6"),
+        ]);
+        let peer: SocketAddr = "203.0.113.7:5555".parse().unwrap();
+        rewrite_request(
+            &mut req,
+            "web.preview.localhost:4443",
+            peer,
+            Scheme::Https,
+            None,
+        );
+        let h = req.headers();
+        assert_eq!(h["x-forwarded-for"], "203.0.113.7");
+        assert_eq!(h.get_all("x-forwarded-for").iter().count(), 1);
+        assert_eq!(h["x-forwarded-host"], "web.preview.localhost:4443");
+        assert_eq!(h["x-forwarded-proto"], "https");
+        assert_eq!(
+            h["forwarded"],
+            "for=203.0.113.7;host=\"web.preview.localhost:4443\";proto=https"
+        );
+        assert!(h.get("x-real-ip").is_none());
+        assert_eq!(h["host"], "web.preview.localhost:4443");
+        assert_eq!(req.uri(), "/a?b=1");
+        assert_eq!(req.version(), Version::HTTP_11);
+    }
+
+    #[test]
+    fn ipv6_and_mapped_peers() {
+        let mut req = request(&[]);
+        rewrite_request(
+            &mut req,
+            "h",
+            "[2001:db8::1]:1".parse().unwrap(),
+            Scheme::Http,
+            None,
+        );
+        assert_eq!(req.headers()["x-forwarded-for"], "2001:db8::1");
+        assert_eq!(
+            req.headers()["forwarded"],
+            "for=\"[2001:db8::1]\";host=\"h\";proto=http"
+        );
+        let mut req = request(&[]);
+        rewrite_request(
+            &mut req,
+            "h",
+            "[::ffff:10.0.0.1]:1".parse().unwrap(),
+            Scheme::Http,
+            None,
+        );
+        assert_eq!(req.headers()["x-forwarded-for"], "10.0.0.1");
+    }
+
+    #[test]
+    fn hop_by_hop_and_connection_named_headers_go() {
+        let mut req = request(&[
+            ("connection", "keep-alive, x-secret, X-Forwarded-For"),
+            ("keep-alive", "timeout=5"),
+            ("x-secret", "1"),
+            ("te", "trailers"),
+            ("transfer-encoding", "chunked"),
+            ("proxy-authorization", "Basic eA=="),
+            ("x-kept", "yes"),
+        ]);
+        let peer: SocketAddr = "192.0.2.1:1".parse().unwrap();
+        rewrite_request(&mut req, "web.preview.localhost", peer, Scheme::Http, None);
+        let h = req.headers();
+        for gone in [
+            "connection",
+            "keep-alive",
+            "x-secret",
+            "te",
+            "transfer-encoding",
+            "proxy-authorization",
+        ] {
+            assert!(h.get(gone).is_none(), "{gone} was kept");
+        }
+        assert_eq!(h["x-kept"], "yes");
+        // Naming X-Forwarded-For in Connection cannot remove what the edge sets.
+        assert_eq!(h["x-forwarded-for"], "192.0.2.1");
+    }
+
+    #[test]
+    fn upgrades_keep_their_headers() {
+        let mut req = request(&[("connection", "Upgrade"), ("upgrade", "websocket")]);
+        *req.version_mut() = Version::HTTP_11;
+        let upgrade = requested_upgrade(&req);
+        assert_eq!(upgrade.as_ref().unwrap(), "websocket");
+        rewrite_request(
+            &mut req,
+            "h",
+            "192.0.2.1:1".parse().unwrap(),
+            Scheme::Http,
+            upgrade,
+        );
+        assert_eq!(req.headers()["connection"], "upgrade");
+        assert_eq!(req.headers()["upgrade"], "websocket");
+
+        let plain = request(&[("upgrade", "websocket")]);
+        assert!(
+            requested_upgrade(&plain).is_none(),
+            "Upgrade without Connection: upgrade"
+        );
+    }
+}
