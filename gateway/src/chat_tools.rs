@@ -37,8 +37,7 @@ pub const QUERY_MAX: usize = 500;
 const URL_MAX: usize = 2_000;
 /// An emoji name's length at most.
 pub const EMOJI_MAX: usize = 100;
-/// DMs to one recipient per session.
-pub const DMS_PER_RECIPIENT: u32 = 3;
+pub use crate::session::DMS_PER_RECIPIENT;
 /// What the DM prompt shows of the message.
 const DM_PREVIEW_CHARS: usize = 300;
 
@@ -547,7 +546,15 @@ impl Gateway {
                  only to its members"
             ));
         }
-        let slot = runner.take_dm(&recipient)?;
+        let slot = runner
+            .counters
+            .take_per("send_dm", &recipient)
+            .map_err(|limit| {
+                format!(
+                    "no DM was sent: send_dm is limited to {limit} DMs per recipient per session, \
+                     and <@{recipient}> has had them all"
+                )
+            })?;
         if !runner.dm_allowed(&recipient) {
             let head = format!("Permission requested: *send_dm* to <@{recipient}>");
             let preview = cut(&message, DM_PREVIEW_CHARS);
@@ -603,7 +610,8 @@ impl Gateway {
             .post(&dm, None, Text::plain(&body))
             .await
             .map_err(|e| format!("no DM was sent: {}", chat_reason(&e)))?;
-        let sent = slot.keep();
+        slot.keep();
+        let sent = runner.counters.used_per("send_dm", &recipient);
         Ok((
             format!("sent a DM to <@{recipient}> ({sent} of {DMS_PER_RECIPIENT} for this session)"),
             json!({

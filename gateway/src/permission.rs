@@ -168,7 +168,7 @@ impl Gateway {
         input: JsonObject,
         secrets: &[String],
     ) -> Decision {
-        let name = cut(&tool_label(tool, secrets), TOOL_NAME_CHARS);
+        let name = cut(&hide_secrets(tool, secrets), TOOL_NAME_CHARS);
         let head = format!("Permission requested: *{}*", shown_text(&name, &[]));
         let summary = summary(tool, &input, secrets);
         let verdict = self.ask_permission(runner, &head, &summary).await;
@@ -444,11 +444,6 @@ fn hide_secrets(text: &str, secrets: &[String]) -> String {
         shown = shown.replace(secret.as_str(), "[secret]");
     }
     shown
-}
-
-/// The tool's name as shown: its secrets hidden.
-fn tool_label(tool: &str, secrets: &[String]) -> String {
-    hide_secrets(tool, secrets)
 }
 
 /// Whether a key's value is a secret by its name.

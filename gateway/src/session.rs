@@ -186,6 +186,9 @@ pub fn check_channel(channel: &str) -> Result<(), String> {
     }
 }
 
+/// send_dm's DMs to one recipient per session.
+pub const DMS_PER_RECIPIENT: u32 = 3;
+
 /// Per-runner limits of the spec.
 pub fn limit_of(tool: &str) -> Option<u32> {
     Some(match tool {
@@ -195,6 +198,8 @@ pub fn limit_of(tool: &str) -> Option<u32> {
         "read_thread" => 40,
         "post_thread" => 20,
         "request_secret" => 10,
+        // Per recipient ([`Counters::take_per`]).
+        "send_dm" => DMS_PER_RECIPIENT,
         _ => return None,
     })
 }
@@ -204,7 +209,8 @@ pub fn limit_of(tool: &str) -> Option<u32> {
 /// without posting (refused, failed, cancelled) gives its slot back.
 #[derive(Debug, Default)]
 pub struct Counters {
-    used: Mutex<HashMap<&'static str, u32>>,
+    /// By tool, or by tool and who (`send_dm <recipient>`).
+    used: Mutex<HashMap<String, u32>>,
 }
 
 /// A slot taken by a call: given back when dropped, unless [`Slot::keep`]
@@ -212,7 +218,7 @@ pub struct Counters {
 #[must_use]
 pub struct Slot<'a> {
     counters: &'a Counters,
-    tool: &'static str,
+    key: String,
     kept: bool,
 }
 
@@ -229,7 +235,7 @@ impl Drop for Slot<'_> {
             return;
         }
         let mut used = self.counters.used.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = used.get_mut(self.tool) {
+        if let Some(n) = used.get_mut(&self.key) {
             *n = n.saturating_sub(1);
         }
     }
@@ -238,25 +244,32 @@ impl Drop for Slot<'_> {
 impl Counters {
     /// Takes one of `tool`'s calls, or says which limit refuses it.
     pub fn take(&self, tool: &'static str) -> Result<Slot<'_>, String> {
-        let Some(limit) = limit_of(tool) else {
-            return Ok(Slot {
-                counters: self,
-                tool,
-                kept: false,
-            });
-        };
-        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
-        let n = used.entry(tool).or_default();
-        if *n >= limit {
-            return Err(format!(
+        self.take_key(tool, tool.to_owned()).map_err(|limit| {
+            format!(
                 "{tool} is limited to {limit} calls per runner, and this session has used them all; \
                  the count starts again when the session's runner restarts"
-            ));
+            )
+        })
+    }
+
+    /// Takes one of `tool`'s calls for `who` (its limit counts per who:
+    /// send_dm's per recipient); `Err` is the limit reached.
+    pub fn take_per(&self, tool: &'static str, who: &str) -> Result<Slot<'_>, u32> {
+        self.take_key(tool, format!("{tool} {who}"))
+    }
+
+    fn take_key(&self, tool: &'static str, key: String) -> Result<Slot<'_>, u32> {
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(limit) = limit_of(tool) {
+            let n = used.entry(key.clone()).or_default();
+            if *n >= limit {
+                return Err(limit);
+            }
+            *n += 1;
         }
-        *n += 1;
         Ok(Slot {
             counters: self,
-            tool,
+            key,
             kept: false,
         })
     }
@@ -264,6 +277,11 @@ impl Counters {
     pub fn used(&self, tool: &str) -> u32 {
         let used = self.used.lock().unwrap_or_else(|e| e.into_inner());
         used.get(tool).copied().unwrap_or(0)
+    }
+
+    /// [`Counters::used`] for `who`.
+    pub fn used_per(&self, tool: &str, who: &str) -> u32 {
+        self.used(&format!("{tool} {who}"))
     }
 }
 
@@ -291,6 +309,22 @@ mod tests {
         drop(c.take("post_card").unwrap());
         c.take("post_card").unwrap().keep();
         assert!(c.take("post_card").is_err());
+    }
+
+    #[test]
+    fn per_recipient_limits_count_each_recipient_apart() {
+        let c = Counters::default();
+        for _ in 0..3 {
+            c.take_per("send_dm", "U1").unwrap().keep();
+        }
+        assert_eq!(c.take_per("send_dm", "U1").err(), Some(3));
+        drop(c.take_per("send_dm", "U2").unwrap());
+        assert_eq!(
+            (c.used_per("send_dm", "U1"), c.used_per("send_dm", "U2")),
+            (3, 0)
+        );
+        c.take("send_file").unwrap().keep();
+        assert_eq!(c.used_per("send_dm", "U1"), 3, "other tools count apart");
     }
 
     #[test]
