@@ -337,18 +337,34 @@ impl GatewayDaemon {
         }
     }
 
-    /// [`start`](Self::start) with Socket Mode up (its 2 sockets open at
-    /// the fake Slack) and `setup`'s session registered: the daemon and
-    /// the registration's answer.
+    /// [`start_with_sockets`](Self::start_with_sockets) and `setup`'s
+    /// session registered: the daemon and the registration's answer.
     pub async fn start_with_session(setup: &GatewaySetup) -> (GatewayDaemon, Value) {
+        let daemon = GatewayDaemon::start_with_sockets(setup).await;
+        let registered = daemon.register(GatewayDaemon::context_of(setup)).await;
+        (daemon, registered)
+    }
+
+    /// [`start`](Self::start), returning once its 2 Socket Mode sockets
+    /// are open at the fake Slack.
+    pub async fn start_with_sockets(setup: &GatewaySetup) -> GatewayDaemon {
         let daemon = GatewayDaemon::start(setup).await;
         setup
             .slack
             .wait_for_sockets(2, Duration::from_secs(15))
             .await
             .expect("the daemon opens its Socket Mode connections");
-        let registered = daemon.register(GatewayDaemon::context_of(setup)).await;
-        (daemon, registered)
+        daemon
+    }
+
+    /// The `[daemon]` section a stdio gateway of `setup` names this daemon
+    /// with (its URL and token file).
+    pub fn config_section(&self, setup: &GatewaySetup) -> String {
+        format!(
+            "[daemon]\nurl = \"{}\"\ntoken_file = \"{}\"\n",
+            self.base,
+            setup.token_file().display()
+        )
     }
 
     /// What the daemon has logged so far.

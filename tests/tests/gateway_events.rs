@@ -400,17 +400,8 @@ async fn a_stdio_gateway_has_the_daemon_handle_the_form_or_names_what_is_missing
     let out = drive(setup.stdio(json!([ask]))).await;
     assert_refused(&out[0], "set [daemon] url in gateway.toml");
 
-    let daemon = GatewayDaemon::start(&setup).await;
-    setup
-        .slack
-        .wait_for_sockets(2, WAIT)
-        .await
-        .expect("sockets");
-    setup.extra = format!(
-        "[daemon]\nurl = \"{}\"\ntoken_file = \"{}\"\n",
-        daemon.base,
-        setup.token_file().display()
-    );
+    let daemon = GatewayDaemon::start_with_sockets(&setup).await;
+    setup.extra = daemon.config_section(&setup);
     let env_file = setup.dir.path().join("own-env/env.sh");
     let mut args = setup.stdio_args();
     args.extend([json!("--env-file"), json!(env_file)]);

@@ -660,20 +660,12 @@ async fn a_stdio_gateway_hears_its_answer_through_the_daemon_or_denies_saying_wh
         "nothing is posted that nobody could answer"
     );
 
-    let daemon = GatewayDaemon::start(&setup).await;
-    setup
-        .slack
-        .wait_for_sockets(2, WAIT)
-        .await
-        .expect("sockets");
-    setup.extra.push_str(&format!(
-        "[daemon]\nurl = \"{}\"\ntoken_file = \"{}\"\n",
-        daemon.base,
-        setup.token_file().display()
-    ));
+    let daemon = GatewayDaemon::start_with_sockets(&setup).await;
+    setup.extra.push_str(&daemon.config_section(&setup));
     let turn = tokio::spawn(drive(setup.stdio(json!([bash]))));
     let posted = prompt(&setup.slack, "Permission requested", 1, 3).await;
-    react(&setup.slack, STRANGER, "+1", &posted).await;
+    // The stranger's 👎 comes first: were it heard, the call would be denied.
+    react(&setup.slack, STRANGER, "-1", &posted).await;
     react(&setup.slack, OWNER, "+1", &posted).await;
     let out = finished(turn).await;
     assert_eq!(
