@@ -378,12 +378,33 @@ impl Agent {
             Some(name) => name,
             None => {
                 let link = self.link()?;
-                match link.call(Request::Open { port, name }).await? {
-                    EdgeMessage::Opened { preview, .. } => {
+                // The edge routes to this agent the moment it claims the
+                // name, before its answer arrives here: a visitor who was
+                // waiting for the name is sent at once. A named preview is
+                // taken from then on (a generated name is known to nobody
+                // before the answer), and put back as it was if refused.
+                let before = name
+                    .clone()
+                    .map(|n| (n.clone(), self.previews().insert(n, port)));
+                let answer = link.call(Request::Open { port, name }).await;
+                match answer {
+                    Ok(EdgeMessage::Opened { preview, .. }) => {
                         self.previews().insert(preview.name.clone(), preview.port);
                         preview.name
                     }
-                    other => return Err(unexpected(other)),
+                    failed => {
+                        if let Some((n, previous)) = before {
+                            let mut previews = self.previews();
+                            match previous {
+                                Some(p) => previews.insert(n, p),
+                                None => previews.remove(&n),
+                            };
+                        }
+                        return Err(match failed {
+                            Ok(other) => unexpected(other),
+                            Err(err) => err,
+                        });
+                    }
                 }
             }
         };
