@@ -16,6 +16,10 @@ use crate::agent::Previews;
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// Time for the local server to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest an edge may have the agent wait for a server to listen.
+const MAX_LISTENER_WAIT: Duration = Duration::from_secs(60);
+/// How often the agent tries a port that refuses connections meanwhile.
+const LISTENER_RETRY: Duration = Duration::from_millis(50);
 /// Time for `is_listening`'s probe.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
@@ -54,7 +58,8 @@ async fn serve_stream(
             message: format!("port {} is not previewed as {}", header.port, header.name),
         })
     } else {
-        connect_local(header.port)
+        let wait = Duration::from_millis(header.wait_ms.unwrap_or(0).into());
+        connect_waiting(header.port, wait.min(MAX_LISTENER_WAIT))
             .await
             .map_err(|err| StreamAnswer::Refused {
                 reason: if err.kind() == io::ErrorKind::ConnectionRefused {
@@ -88,6 +93,24 @@ async fn serve_stream(
         debug!(%err, "stream cut off");
         tunnel.abort();
         let _ = tcp.set_zero_linger();
+    }
+}
+
+/// A connection to the port (see [`connect_local`]); while it refuses
+/// connections, tried again every [`LISTENER_RETRY`] for up to `wait` (a
+/// dev server restarting).
+async fn connect_waiting(port: Port, wait: Duration) -> io::Result<TcpStream> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match connect_local(port).await {
+            Err(err)
+                if err.kind() == io::ErrorKind::ConnectionRefused
+                    && tokio::time::Instant::now() + LISTENER_RETRY < deadline =>
+            {
+                tokio::time::sleep(LISTENER_RETRY).await;
+            }
+            connected => return connected,
+        }
     }
 }
 

@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use http::Request;
 use http::header::{self, HeaderValue};
@@ -33,9 +33,12 @@ use tracing::{debug, warn};
 use crate::error_page::{EdgeError, accepts_html};
 use crate::h1_framing::{FramingGate, HeadLimits};
 use crate::h2_flood::FloodGuard;
-use crate::proxy::{DrainGuard, Proxy, READ_AHEAD, Scheme, Visitor};
-use crate::request_body::RateWindows;
+use crate::proxy::{DrainGuard, Proxy, Scheme, Visitor};
+use crate::read_ahead;
 use crate::rewind::Rewind;
+
+/// hyper's limit on an HTTP/1 head's header fields when none is set.
+pub(crate) const HYPER_MAX_HEADERS: usize = 100;
 
 /// How long a visitor has to finish the TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -77,8 +80,13 @@ impl HttpServer {
         let mut h1 = http1::Builder::new();
         h1.timer(TokioTimer::new())
             .header_read_timeout(header_read_timeout)
-            .max_buf_size(max_head_bytes)
-            .max_headers(max_headers);
+            .max_buf_size(max_head_bytes);
+        // hyper's own limit is its default; set to anything, even the same
+        // number, hyper fills a vector of that many header slots for every
+        // request head (perf: 2 of the edge's 3 largest copies per request).
+        if max_headers != HYPER_MAX_HEADERS {
+            h1.max_headers(max_headers);
+        }
         let mut h2 = http2::Builder::new(TokioExecutor::new());
         h2.timer(TokioTimer::new())
             .max_header_list_size(u32::try_from(max_head_bytes).unwrap_or(u32::MAX))
@@ -171,38 +179,16 @@ impl HttpServer {
 
     /// On the front: a plain connection's first request, then the
     /// connection to the serving runtime.
-    async fn start_plain(self: Arc<Self>, mut stream: TcpStream, mut start: Start) {
+    async fn start_plain(self: Arc<Self>, stream: TcpStream, mut start: Start) {
         let limit = header_timeout(self.header_read_timeout);
-        let (prefix, h2) = match self
-            .first_request(&mut stream, false, limit, &mut start)
+        let opened = match self
+            .first_request(Movable(Some(stream)), false, limit, &mut start)
             .await
         {
             Ok(opened) => opened,
-            Err(Unstarted::TimedOut) => return reset(&stream),
-            Err(Unstarted::Over) => return,
+            Err(()) => return,
         };
-        let stream = match stream.into_std() {
-            Ok(stream) => stream,
-            Err(err) => return debug!(peer = %start.peer, %err, "cannot move the connection"),
-        };
-        let Start {
-            peer,
-            main,
-            stop,
-            drain,
-        } = start;
-        main.spawn(async move {
-            let stream = match TcpStream::from_std(stream) {
-                Ok(stream) => stream,
-                Err(err) => return debug!(%peer, %err, "cannot take the connection"),
-            };
-            let visitor = Visitor {
-                peer,
-                scheme: Scheme::Http,
-            };
-            let stream = Rewind::new(prefix, stream);
-            self.serve(stream, visitor, h2, limit, stop, drain).await;
-        });
+        self.hand_on(opened, Scheme::Http, limit, start);
     }
 
     /// On the front: a TLS connection's handshake and first request (its
@@ -224,7 +210,7 @@ impl HttpServer {
             &mut handshake,
         )
         .await;
-        let mut stream = match handshaken {
+        let stream = match handshaken {
             Ok(stream) => stream,
             Err(Unstarted::TimedOut) => {
                 if let Some(socket) = handshake.get_ref() {
@@ -236,146 +222,177 @@ impl HttpServer {
         };
         let limit = header_timeout(self.header_read_timeout);
         let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-        let (prefix, h2) = match self.first_request(&mut stream, h2, limit, &mut start).await {
+        let opened = match self.first_request(stream, h2, limit, &mut start).await {
             Ok(opened) => opened,
-            Err(Unstarted::TimedOut) => return stream.get_ref().0.reset(),
-            Err(Unstarted::Over) => return,
+            Err(()) => return,
         };
-        let socket = stream.get_mut().0.0.take().map(TcpStream::into_std);
-        let socket = match socket {
+        self.hand_on(opened, Scheme::Https, limit, start);
+    }
+
+    /// From the front to the serving runtime: the connection's socket is
+    /// taken off the front's reactor and put on the runtime's, under
+    /// whatever was read and decoded of it meanwhile (the TLS session, the
+    /// gate with the first request), which moves whole.
+    fn hand_on<S: OnSocket>(
+        self: Arc<Self>,
+        mut opened: Opened<S>,
+        scheme: Scheme,
+        limit: Duration,
+        start: Start,
+    ) {
+        let Start {
+            peer,
+            main,
+            stop,
+            drain,
+        } = start;
+        let socket = match opened.socket().0.take().map(TcpStream::into_std) {
             Some(Ok(socket)) => socket,
             Some(Err(err)) => return debug!(%peer, %err, "cannot move the connection"),
             None => return,
         };
-        let Start {
-            main, stop, drain, ..
-        } = start;
         main.spawn(async move {
             match TcpStream::from_std(socket) {
-                Ok(socket) => stream.get_mut().0.0 = Some(socket),
+                Ok(socket) => opened.socket().0 = Some(socket),
                 Err(err) => return debug!(%peer, %err, "cannot take the connection"),
             }
-            let visitor = Visitor {
-                peer,
-                scheme: Scheme::Https,
-            };
-            let stream = Rewind::new(prefix, stream);
-            self.serve(stream, visitor, h2, limit, stop, drain).await;
+            let visitor = Visitor { peer, scheme };
+            self.serve(opened, visitor, limit, stop, drain).await;
         });
     }
 
     /// On the front: the connection's opening, within `limit`: HTTP/2's
     /// preface (`h2`: the only thing it may send), else the first request
-    /// head, and what of its body the proxy would read ahead. The bytes
-    /// read, and whether the connection is HTTP/2; else how it ended
-    /// (a refusal here is answered, and `Over`).
-    async fn first_request<S: AsyncRead + AsyncWrite + Unpin>(
+    /// head, through the framing gate that serves the connection's requests
+    /// after it, and what of its body the proxy would read ahead. A
+    /// connection that failed, timed out (reset), was refused (answered
+    /// here) or that the edge stopped for: `Err`.
+    async fn first_request<S: OnSocket>(
         &self,
-        stream: &mut S,
+        mut stream: S,
         h2: bool,
         limit: Duration,
         start: &mut Start,
-    ) -> Result<(Vec<u8>, bool), Unstarted> {
+    ) -> Result<Opened<S>, ()> {
         let peer = start.peer;
-        if h2 {
-            let opening = read_opening(stream);
-            let (prefix, _) =
-                start_step("no HTTP/2 preface", peer, limit, &mut start.stop, opening).await?;
-            return Ok((prefix, true));
+        let what = if h2 {
+            "no HTTP/2 preface"
+        } else {
+            "no request"
+        };
+        let opening = read_opening(&mut stream);
+        let stepped = start_step(what, peer, limit, &mut start.stop, opening).await;
+        let (opening, preface) = match stepped {
+            Ok(opened) => opened,
+            Err(Unstarted::TimedOut) => {
+                stream.socket().reset();
+                return Err(());
+            }
+            Err(Unstarted::Over) => return Err(()),
+        };
+        if h2 || preface {
+            return Ok(Opened::Http2(Rewind::new(opening, stream)));
         }
-        let max = self.head_limits.max_head_bytes;
-        let head = read_first_head(stream, max);
-        let (mut prefix, h2) = start_step("no request", peer, limit, &mut start.stop, head).await?;
-        if h2 {
-            return Ok((prefix, true));
+        let mut gate = FramingGate::with_opening(stream, self.head_limits, &opening);
+        let head = async {
+            while !gate.first_head_done() {
+                gate.read_more().await?;
+            }
+            Ok::<_, std::io::Error>(())
+        };
+        match start_step(what, peer, limit, &mut start.stop, head).await {
+            Ok(()) => {}
+            Err(Unstarted::TimedOut) => {
+                gate.get_mut().socket().reset();
+                return Err(());
+            }
+            Err(Unstarted::Over) => return Err(()),
         }
+        let rules = self.proxy.body_rules();
         let body = tokio::select! {
-            body = self.first_body(stream, &mut prefix) => body,
-            _ = start.stop.wait_for(|s| *s) => return Err(Unstarted::Over),
+            body = read_ahead::on_front(&mut gate, &rules) => body,
+            _ = start.stop.wait_for(|s| *s) => return Err(()),
         };
         let refusal = match body {
-            FirstBody::Read => return Ok((prefix, false)),
-            FirstBody::Gone => return Err(Unstarted::Over),
-            FirstBody::TooSlow => self.proxy.too_slow(),
-            FirstBody::Stalled(stall) => EdgeError::BodyStalled(stall.as_secs()),
+            Ok(()) => return Ok(Opened::Http1(Box::new(gate))),
+            Err(None) => return Err(()),
+            Err(Some(refusal)) => refusal,
         };
         debug!(%peer, "{}", refusal.message());
-        refuse(Rewind::new(prefix, stream), &refusal).await;
-        Err(Unstarted::Over)
+        refuse(gate, &refusal).await;
+        Err(())
     }
 
-    /// On the front, after the first head: of a body of declared length,
-    /// the front reads what the proxy would read ahead (see
-    /// [`READ_AHEAD`]), under the least rate; a slow POST then costs the
-    /// runtime serving requests nothing. `bytes` holds what was read so
-    /// far.
-    async fn first_body<S: AsyncRead + Unpin>(
-        &self,
-        stream: &mut S,
-        bytes: &mut Vec<u8>,
-    ) -> FirstBody {
-        let rules = self.proxy.body_rules();
-        let Some(end) = read_ahead_end(bytes, self.head_limits.max_headers, rules.cap) else {
-            return FirstBody::Read;
-        };
-        let mut windows = RateWindows::new(rules.min_rate, bytes.len() as u64);
-        let mut moved = Instant::now();
-        let mut chunk = [0u8; 8192];
-        while bytes.len() < end {
-            let stalls = moved + rules.stall;
-            let wake = windows.end().map_or(stalls, |end| end.min(stalls));
-            match tokio::time::timeout_at(wake.into(), stream.read(&mut chunk)).await {
-                // Cut short: the proxy answers it as a broken body.
-                Ok(Ok(0)) => return FirstBody::Read,
-                Ok(Ok(n)) => {
-                    bytes.extend_from_slice(&chunk[..n]);
-                    moved = Instant::now();
-                }
-                Ok(Err(_)) => return FirstBody::Gone,
-                Err(_) if moved.elapsed() >= rules.stall => {
-                    return FirstBody::Stalled(rules.stall);
-                }
-                Err(_) => {}
-            }
-            if windows.over() && windows.judge(bytes.len() as u64, false) {
-                return FirstBody::TooSlow;
-            }
-        }
-        FirstBody::Read
-    }
-
-    async fn serve<S>(
+    async fn serve<S: OnSocket>(
         self: Arc<Self>,
-        stream: S,
+        opened: Opened<S>,
         visitor: Visitor,
-        h2: bool,
         header_timeout: Duration,
         stop: watch::Receiver<bool>,
         drain: DrainGuard,
-    ) where
-        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    {
+    ) {
         let proxy = self.proxy.clone();
         let peer = visitor.peer;
+        // Each request's future is boxed: hyper moves the future it is
+        // given into its own place, and the proxy's is kilobytes (perf:
+        // those copies were ~7% of the edge's CPU on 1 KiB GETs).
         let service = service_fn(move |req| {
             let (proxy, drain) = (proxy.clone(), drain.clone());
-            async move { Ok::<_, Infallible>(proxy.handle(req, &visitor, &drain).await) }
+            Box::pin(async move { Ok::<_, Infallible>(proxy.handle(req, &visitor, &drain).await) })
         });
-        let io = TokioIo::new(stream);
-        let ended = if h2 {
-            let io = TokioIo::new(FloodGuard::new(io.into_inner()));
-            let conn = self.h2.serve_connection(io, service);
-            until_stopped(conn, stop, |c| c.graceful_shutdown()).await
-        } else {
-            let io = TokioIo::new(FramingGate::new(io.into_inner(), self.head_limits));
-            let mut h1 = self.h1.clone();
-            h1.header_read_timeout(header_timeout);
-            let conn = h1.serve_connection(io, service).with_upgrades();
-            until_stopped(conn, stop, |c| c.graceful_shutdown()).await
+        let ended = match opened {
+            Opened::Http2(stream) => {
+                let io = TokioIo::new(FloodGuard::new(stream));
+                let conn = self.h2.serve_connection(io, service);
+                until_stopped(conn, stop, |c| c.graceful_shutdown()).await
+            }
+            Opened::Http1(gate) => {
+                let mut h1 = self.h1.clone();
+                h1.header_read_timeout(header_timeout);
+                let conn = h1
+                    .serve_connection(TokioIo::new(gate), service)
+                    .with_upgrades();
+                until_stopped(conn, stop, |c| c.graceful_shutdown()).await
+            }
         };
         if let Err(err) = ended {
             debug!(%peer, %err, "visitor connection ended");
         }
+    }
+}
+
+/// A connection whose opening the front has read, on its way to be served.
+enum Opened<S> {
+    /// HTTP/1: the gate, holding the first request (and what of its body
+    /// was read ahead).
+    Http1(Box<FramingGate<S>>),
+    /// HTTP/2: the preface, put back in front.
+    Http2(Rewind<S>),
+}
+
+impl<S: OnSocket> Opened<S> {
+    fn socket(&mut self) -> &mut Movable {
+        match self {
+            Opened::Http1(gate) => gate.get_mut().socket(),
+            Opened::Http2(stream) => stream.get_mut().socket(),
+        }
+    }
+}
+
+/// A visitor's stream over a [`Movable`] socket: plain, or under TLS.
+trait OnSocket: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    fn socket(&mut self) -> &mut Movable;
+}
+
+impl OnSocket for Movable {
+    fn socket(&mut self) -> &mut Movable {
+        self
+    }
+}
+
+impl OnSocket for tokio_rustls::server::TlsStream<Movable> {
+    fn socket(&mut self) -> &mut Movable {
+        self.get_mut().0
     }
 }
 
@@ -402,7 +419,7 @@ impl Movable {
         }
     }
 
-    fn socket(&mut self) -> std::io::Result<Pin<&mut TcpStream>> {
+    fn pinned(&mut self) -> std::io::Result<Pin<&mut TcpStream>> {
         match &mut self.0 {
             Some(socket) => Ok(Pin::new(socket)),
             None => Err(std::io::ErrorKind::NotConnected.into()),
@@ -416,7 +433,7 @@ impl AsyncRead for Movable {
         cx: &mut Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        self.socket()?.poll_read(cx, buf)
+        self.pinned()?.poll_read(cx, buf)
     }
 }
 
@@ -426,7 +443,7 @@ impl AsyncWrite for Movable {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        self.socket()?.poll_write(cx, buf)
+        self.pinned()?.poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -434,7 +451,7 @@ impl AsyncWrite for Movable {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        self.socket()?.poll_write_vectored(cx, bufs)
+        self.pinned()?.poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -442,60 +459,12 @@ impl AsyncWrite for Movable {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        self.socket()?.poll_flush(cx)
+        self.pinned()?.poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        self.socket()?.poll_shutdown(cx)
+        self.pinned()?.poll_shutdown(cx)
     }
-}
-
-/// What the front made of a first request's body.
-enum FirstBody {
-    /// Read as far as the front reads, or not the front's to read: on to
-    /// the proxy.
-    Read,
-    TooSlow,
-    /// It stopped for this long.
-    Stalled(Duration),
-    /// The connection failed.
-    Gone,
-}
-
-/// How far into `bytes` (a request head, and what followed it) the front
-/// reads before the proxy gets them: to the end of the head, and [`READ_AHEAD`]
-/// bytes or all of its body, when the body has a single Content-Length
-/// within the cap, no Transfer-Encoding, no `Expect` (the origin may refuse
-/// it before its body) and no upgrade. Anything else, the malformed
-/// included, is left to the proxy and its parser: `None`.
-fn read_ahead_end(bytes: &[u8], max_headers: usize, cap: Option<u64>) -> Option<usize> {
-    let mut headers = vec![httparse::EMPTY_HEADER; max_headers];
-    let mut req = httparse::Request::new(&mut headers);
-    let httparse::Status::Complete(head_len) = req.parse(bytes).ok()? else {
-        return None;
-    };
-    if req.method == Some("CONNECT") {
-        return None;
-    }
-    let mut length = None;
-    for field in req.headers.iter() {
-        let name = field.name;
-        if name.eq_ignore_ascii_case("content-length") {
-            let digits = std::str::from_utf8(field.value).ok()?;
-            if length.is_some() || digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit())
-            {
-                return None;
-            }
-            length = Some(digits.parse::<u64>().ok()?);
-        } else if ["transfer-encoding", "expect", "upgrade"]
-            .iter()
-            .any(|n| name.eq_ignore_ascii_case(n))
-        {
-            return None;
-        }
-    }
-    let length = length.filter(|&n| n > 0 && cap.is_none_or(|c| n <= c))?;
-    Some(head_len + usize::try_from(length.min(READ_AHEAD)).ok()?)
 }
 
 /// Answers the request on `stream` with `refusal` and closes it, on the
@@ -547,38 +516,6 @@ async fn accept_each(
             }
         }
     }
-}
-
-/// The opening (see [`read_opening`]) and, unless it is HTTP/2's preface,
-/// the rest of the first request head: up to its blank line, the end of
-/// the stream, or past `max` bytes (the parser behind then answers 431).
-async fn read_first_head<S: AsyncRead + Unpin>(
-    stream: &mut S,
-    max: usize,
-) -> std::io::Result<(Vec<u8>, bool)> {
-    let (mut head, h2) = read_opening(stream).await?;
-    if h2 {
-        return Ok((head, true));
-    }
-    let mut chunk = [0u8; 4096];
-    let mut scanned = 0usize;
-    loop {
-        // Only the bytes new since the last look (and 3 before them).
-        if head_ends(&head[scanned.saturating_sub(3)..]) || head.len() > max {
-            return Ok((head, false));
-        }
-        scanned = head.len();
-        let n = stream.read(&mut chunk).await?;
-        if n == 0 {
-            return Ok((head, false));
-        }
-        head.extend_from_slice(&chunk[..n]);
-    }
-}
-
-/// Whether `bytes` hold the blank line that ends a head (CRLF or bare LF).
-fn head_ends(bytes: &[u8]) -> bool {
-    bytes.windows(4).any(|w| w == b"\r\n\r\n") || bytes.windows(2).any(|w| w == b"\n\n")
 }
 
 /// How a connection's start ended without its first request.
@@ -664,43 +601,6 @@ async fn read_opening<S: AsyncRead + Unpin>(stream: &mut S) -> std::io::Result<(
         }
         if opening.len() == H2_PREFACE.len() {
             return Ok((opening, true));
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn end(head: &str, cap: Option<u64>) -> Option<usize> {
-        read_ahead_end(head.as_bytes(), 100, cap)
-    }
-
-    #[test]
-    fn the_front_reads_ahead_only_a_plain_declared_length() {
-        let head = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n";
-        assert_eq!(end(head, None), Some(head.len() + 10));
-        // At most READ_AHEAD of a long body, and the cap is kept.
-        let long = "POST / HTTP/1.1\r\nContent-Length: 100000000\r\n\r\n";
-        assert_eq!(end(long, None), Some(long.len() + 65_536));
-        assert_eq!(end(long, Some(100_000_000)), Some(long.len() + 65_536));
-        assert_eq!(end(long, Some(99_999_999)), None);
-        for left_alone in [
-            "GET / HTTP/1.1\r\nHost: a\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 10\r\nContent-Length: 10\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: +10\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 1 0\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: \r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 10\r\nTransfer-Encoding: chunked\r\n\r\n",
-            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 10\r\nUpgrade: websocket\r\n\r\n",
-            "CONNECT a:443 HTTP/1.1\r\nContent-Length: 10\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 10\r\n",
-            "POST / HTTP/1.1\r\nContent Length: 10\r\n\r\n",
-        ] {
-            assert_eq!(end(left_alone, None), None, "{left_alone:?}");
         }
     }
 }

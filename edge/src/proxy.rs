@@ -17,16 +17,17 @@ use tracing::debug;
 
 use crate::bandwidth::{Bandwidth, ThrottledIo};
 use crate::error_page::{self, EdgeError};
-use crate::h1_framing::FramingGate;
 use crate::health::{self, Health};
 use crate::host::{self, HostError, Target};
 use crate::rates::Rates;
-use crate::request_body::{BodyOutcome, BodyWatch, MinRate, RequestBody};
+use crate::read_ahead::{self, BodyRules};
+use crate::request_body::{BodyOutcome, MinRate, RequestBody};
 pub use crate::rewrite::Scheme;
 use crate::rewrite::{drop_zone_cookies, requested_upgrade, rewrite_request, strip_hop_by_hop};
 use crate::route_table::{Lookup, RouteTable};
-use crate::tunnel_stream::TunnelStream;
-use crate::upstream::{RETRY_EVERY, ResponseBody, SendFailed, Upstream, UpstreamError, Waiting};
+use crate::upstream::{
+    self, RETRY_EVERY, ResponseBody, SendFailed, Upstream, UpstreamError, Waiting,
+};
 
 /// What the edge answers with: an origin's streaming body or its own page.
 pub type Body = Either<ResponseBody, Full<Bytes>>;
@@ -205,7 +206,7 @@ impl Proxy {
         }
     }
 
-    /// How a request body is read ahead (see [`READ_AHEAD`]).
+    /// How a request body is read ahead (see [`crate::read_ahead`]).
     pub fn body_rules(&self) -> BodyRules {
         BodyRules {
             min_rate: self.limits.min_body_rate,
@@ -214,38 +215,8 @@ impl Proxy {
         }
     }
 
-    /// 408 for a body slower than the least rate.
-    pub fn too_slow(&self) -> EdgeError {
-        let rate = self.limits.min_body_rate.unwrap_or(MinRate {
-            bytes: 0,
-            window: Duration::ZERO,
-        });
-        EdgeError::BodyTooSlow(rate.bytes, rate.window.as_secs())
-    }
-
-    /// Reads [`READ_AHEAD`] of `body` (or all of it) under the least rate;
-    /// what to answer instead when it fails or is too slow.
-    async fn read_ahead(&self, body: &mut RequestBody, watch: &mut BodyWatch) -> Option<EdgeError> {
-        let limit = self.waits.response;
-        let read = body.read_ahead(READ_AHEAD);
-        tokio::pin!(read);
-        let read = tokio::select! {
-            read = &mut read => read,
-            outcome = watch.ended_or_stalled(limit, self.limits.min_body_rate) => match outcome {
-                BodyOutcome::Ended => read.await,
-                BodyOutcome::Stalled => return Some(EdgeError::BodyStalled(limit.as_secs())),
-                BodyOutcome::TooSlow => return Some(self.too_slow()),
-            },
-        };
-        match read {
-            Ok(()) => None,
-            Err(_) if watch.too_large() => Some(EdgeError::BodyTooLarge(
-                self.limits.max_body_bytes.unwrap_or_default(),
-            )),
-            Err(_) => Some(EdgeError::BadRequestBody),
-        }
-    }
-
+    /// A request's way: routed, rewritten, its body read ahead, sent, and
+    /// its answer made the visitor's.
     async fn forward(
         &self,
         mut req: Request<Incoming>,
@@ -253,54 +224,35 @@ impl Proxy {
         drain: &DrainGuard,
     ) -> Result<Response<Body>, EdgeError> {
         let arrived = tokio::time::Instant::now();
-        let (peer, scheme) = (visitor.peer, visitor.scheme);
         if let Err(refused) = self.limits.check(&req) {
             if req.version() == Version::HTTP_2 && !req.body().is_end_stream() {
                 linger(req);
             }
             return Err(refused);
         }
-        self.rates.from_address(peer.ip()).map_err(|exceeded| {
-            EdgeError::RateLimited(format!("from {}", peer.ip().to_canonical()), exceeded)
-        })?;
-        let target = host::resolve(&req, &self.domain);
-        let (name, host) = match target {
-            Ok(Target::Preview(name, host)) => (name, host),
-            _ if req.uri().path() == health::PATH => {
-                return Ok(self.health.response().map(Either::Right));
-            }
-            Ok(Target::OurDomain | Target::NoHost) => return Err(EdgeError::NotAPreview),
-            Err(HostError::Bad(why)) => return Err(EdgeError::BadHost(why)),
-            Err(HostError::Misdirected(why)) => return Err(EdgeError::Misdirected(why)),
-        };
-        if let (Scheme::Http, Some(template)) = (scheme, &self.redirect_to) {
-            return Ok(redirect_to_https(template, &name, req.uri()).map(Either::Right));
-        }
-        self.rates
-            .for_preview(&name)
-            .map_err(|exceeded| EdgeError::RateLimited(format!("for preview {name}"), exceeded))?;
-        let upstream = match self.routes.lookup(&name) {
-            Lookup::Live(upstream) => upstream,
-            Lookup::Offline => match self.back_online(&name, arrived).await {
-                Some(upstream) => upstream,
-                None => return Err(EdgeError::AgentOffline(name)),
-            },
-            Lookup::Unknown => return Err(EdgeError::UnknownName(name)),
+        let (name, host, upstream) = match self.route(&req, visitor, arrived).await? {
+            Routed::To(name, host, upstream) => (name, host, upstream),
+            Routed::Answered(response) => return Ok(*response),
         };
 
         let upgrade = requested_upgrade(&req);
         let visitor_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut req));
-        rewrite_request(&mut req, &host, peer, scheme, upgrade.clone());
+        rewrite_request(
+            &mut req,
+            &host,
+            visitor.peer,
+            visitor.scheme,
+            upgrade.clone(),
+        );
         let (mut parts, incoming) = req.into_parts();
         let (mut body, mut body_watch) =
             RequestBody::new(incoming, self.limits.max_body_bytes, upstream.bandwidth());
         let limit = self.waits.response;
-        let declared = body.size_hint().exact().is_some();
-        if declared
-            && !body.is_end_stream()
-            && upgrade.is_none()
-            && !parts.headers.contains_key(header::EXPECT)
-            && let Some(refused) = self.read_ahead(&mut body, &mut body_watch).await
+        let rules = self.body_rules();
+        let expects = parts.headers.contains_key(header::EXPECT);
+        let length = body.size_hint().exact();
+        if rules.ahead(length, expects, upgrade.is_some()).is_some()
+            && let Some(refused) = read_ahead::in_proxy(&mut body, &mut body_watch, &rules).await
         {
             if parts.version == Version::HTTP_2 {
                 linger(body);
@@ -320,21 +272,21 @@ impl Proxy {
         // The origin's time to answer runs from the end of the upload, so an
         // upload of any length passes; an upload that stops moving for as
         // long (the visitor stalls, or the origin stops reading) does not.
-        let sent = self.send_or_wait(upstream.clone(), req, peer, arrived);
+        let sent = self.send_or_wait(upstream.clone(), req, visitor.peer, arrived);
         tokio::pin!(sent);
         let answered = tokio::select! {
             answered = &mut sent => Some(answered),
             outcome = body_watch.ended_or_stalled(limit, self.limits.min_body_rate) => match outcome {
                 BodyOutcome::Ended => tokio::time::timeout(limit, &mut sent).await.ok(),
                 BodyOutcome::Stalled => None,
-                BodyOutcome::TooSlow => return Err(self.too_slow()),
+                BodyOutcome::TooSlow => return Err(rules.too_slow()),
             },
         };
         let (upstream, answered) = match answered {
             Some((upstream, answered)) => (upstream, Some(answered)),
             None => (upstream, None),
         };
-        let (mut response, waiting) = match answered {
+        let (response, waiting) = match answered {
             None => {
                 return Err(EdgeError::Timeout(name, upstream.port(), limit.as_secs()));
             }
@@ -347,28 +299,86 @@ impl Proxy {
             Some(Err(err)) => return Err(upstream_error(&upstream, err)),
             Some(Ok(response)) => response,
         };
+        let upgrade = visitor_upgrade.map(|visitor| Upgrade {
+            visitor,
+            upstream,
+            drain: drain.clone(),
+        });
+        self.respond(&name, response, waiting, upgrade)
+    }
 
+    /// The preview a request (within the head limits) is for, past the
+    /// rates: its name, the host it named, its upstream, once its agent is
+    /// online; or the edge's own answer (health, a redirect to HTTPS).
+    async fn route<B>(
+        &self,
+        req: &Request<B>,
+        visitor: &Visitor,
+        arrived: tokio::time::Instant,
+    ) -> Result<Routed, EdgeError> {
+        let peer = visitor.peer;
+        self.rates.from_address(peer.ip()).map_err(|exceeded| {
+            EdgeError::RateLimited(format!("from {}", peer.ip().to_canonical()), exceeded)
+        })?;
+        let (name, host) = match host::resolve(req, &self.domain) {
+            Ok(Target::Preview(name, host)) => (name, host),
+            _ if req.uri().path() == health::PATH => {
+                return Ok(Routed::Answered(Box::new(
+                    self.health.response().map(Either::Right),
+                )));
+            }
+            Ok(Target::OurDomain | Target::NoHost) => return Err(EdgeError::NotAPreview),
+            Err(HostError::Bad(why)) => return Err(EdgeError::BadHost(why)),
+            Err(HostError::Misdirected(why)) => return Err(EdgeError::Misdirected(why)),
+        };
+        if let (Scheme::Http, Some(template)) = (visitor.scheme, &self.redirect_to) {
+            let redirect = redirect_to_https(template, &name, req.uri());
+            return Ok(Routed::Answered(Box::new(redirect.map(Either::Right))));
+        }
+        self.rates
+            .for_preview(&name)
+            .map_err(|exceeded| EdgeError::RateLimited(format!("for preview {name}"), exceeded))?;
+        let upstream = match self.routes.lookup(&name) {
+            Lookup::Live(upstream) => upstream,
+            Lookup::Offline => match self.back_online(&name, arrived).await {
+                Some(upstream) => upstream,
+                None => return Err(EdgeError::AgentOffline(name)),
+            },
+            Lookup::Unknown => return Err(EdgeError::UnknownName(name)),
+        };
+        Ok(Routed::To(name, host, upstream))
+    }
+
+    /// The origin's answer, made the visitor's: its headers rewritten, and
+    /// a switch of protocols (which `upgrade` must have asked for) spliced
+    /// through.
+    fn respond(
+        &self,
+        name: &PreviewName,
+        mut response: Response<Incoming>,
+        waiting: Waiting,
+        upgrade: Option<Upgrade>,
+    ) -> Result<Response<Body>, EdgeError> {
         // The origin's HTTP version is its own; the visitor's connection has
         // its own version, which hyper writes.
         *response.version_mut() = Version::default();
-        drop_zone_cookies(response.headers_mut(), &name, &self.domain);
+        drop_zone_cookies(response.headers_mut(), name, &self.domain);
         let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
         let accepted_upgrade = response.headers().get(header::UPGRADE).cloned();
         strip_hop_by_hop(response.headers_mut());
         if switching {
-            let (Some(visitor_upgrade), Some(protocol)) = (visitor_upgrade, accepted_upgrade)
-            else {
+            let (Some(upgrade), Some(protocol)) = (upgrade, accepted_upgrade) else {
                 return Err(EdgeError::BadGateway(
-                    name,
+                    name.clone(),
                     "the server switched protocols without being asked".into(),
                 ));
             };
             let origin_upgrade = hyper::upgrade::on(&mut response);
             tokio::spawn(splice_upgraded(
-                visitor_upgrade,
+                upgrade.visitor,
                 origin_upgrade,
-                upstream.bandwidth(),
-                drain.clone(),
+                upgrade.upstream.bandwidth(),
+                upgrade.drain,
             ));
             let h = response.headers_mut();
             h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
@@ -378,28 +388,21 @@ impl Proxy {
     }
 }
 
-/// The rules a body read ahead at the edge is held to: the least rate, the
-/// longest it may stop, and the cap on its size.
-pub struct BodyRules {
-    pub min_rate: Option<MinRate>,
-    pub stall: Duration,
-    pub cap: Option<u64>,
+/// Where [`Proxy::route`] sends a request.
+enum Routed {
+    /// To a preview: its name, the host the request named, its upstream.
+    To(PreviewName, String, Arc<Upstream>),
+    /// Nowhere: the edge answers it.
+    Answered(Box<Response<Body>>),
 }
 
-/// Of a request body of declared length (Content-Length), the edge reads
-/// this much, or all of it when it is smaller, before the origin gets any,
-/// as nginx reads bodies by default (`proxy_request_buffering`). A dev
-/// server often serves one request at a time: a visitor trickling a POST
-/// to it would hold it for everyone, and a slow-POST attack would cost the
-/// tunnel, the agent and the origin a packet, a wake-up and a write per
-/// byte. Such a body is judged by the least rate at the edge alone, and a
-/// real upload, which passes the mark in milliseconds, streams on from
-/// there. Bodies of unknown length (chunked, or HTTP/2 without a length)
-/// stream from their first byte: the origin may answer parts of them as
-/// they come (gRPC, full-duplex streams). So do requests that `Expect:
-/// 100-continue` (the origin may refuse them before their body) and
-/// upgrades.
-pub const READ_AHEAD: u64 = 64 << 10;
+/// A visitor's request asking to switch protocols, as the proxy keeps it
+/// until the origin answers.
+struct Upgrade {
+    visitor: hyper::upgrade::OnUpgrade,
+    upstream: Arc<Upstream>,
+    drain: DrainGuard,
+}
 
 /// 308 to the same path and query on the preview's HTTPS URL: a POST
 /// stays a POST.
@@ -493,18 +496,12 @@ async fn splice_upgraded(
         }
     };
     let mut visitor = TokioIo::new(visitor);
-    let parts = match origin.downcast::<TokioIo<FramingGate<TunnelStream>>>() {
-        Ok(parts) => parts,
-        Err(_) => {
-            debug!("upgraded upstream is not a tunnel stream");
-            return;
-        }
+    let Some((tunnel, early)) = upstream::switched(origin) else {
+        debug!("upgraded upstream is not a tunnel stream");
+        return;
     };
-    // Bytes the origin sent after its 101: those hyper read, then those
-    // its response checker held.
-    let (tunnel, held) = parts.io.into_inner().into_parts();
     let mut tunnel = ThrottledIo::new(tunnel, bandwidth);
-    for early in [&parts.read_buf[..], &held[..]] {
+    for early in &early {
         tunnel.charge_read(early.len());
         if !early.is_empty()
             && tokio::io::AsyncWriteExt::write_all(&mut visitor, early)

@@ -22,6 +22,12 @@ impl<S> Rewind<S> {
     }
 }
 
+impl<S> Rewind<S> {
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+}
+
 impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,

@@ -33,13 +33,13 @@ use crate::h1_framing::{Expect, FramingGate, HeadLimits};
 use crate::request_body::RequestBody;
 use crate::tunnel_stream::TunnelStream;
 
-/// Timeouts and sizes of the upstream side (from [`crate::Limits`]).
 /// What an origin's response head may hold (hyper's own defaults).
 const RESPONSE_HEAD_LIMITS: HeadLimits = HeadLimits {
     max_head_bytes: 8192 + 4096 * 100,
-    max_headers: 100,
+    max_headers: crate::http_server::HYPER_MAX_HEADERS,
 };
 
+/// Timeouts and sizes of the upstream side (from [`crate::Limits`]).
 #[derive(Debug, Clone)]
 pub struct UpstreamSettings {
     /// Time for the agent to answer a new stream (it connects to the port
@@ -398,10 +398,12 @@ impl Upstream {
             }
         }
         // A server that refuses connections may be restarting: nothing was
-        // sent to it, so the request waits for it a while.
+        // sent to it, so the request waits for it a while, on the agent's
+        // machine (see `StreamHeader::wait_ms`). An agent that answers
+        // before the wait is over (one older than the field) is asked again.
         let deadline = Instant::now() + self.link.settings.reconnect_wait;
         let mut conn = loop {
-            match self.connect(client).await {
+            match self.connect(client, deadline).await {
                 Err(UpstreamError::NotListening(_)) if Instant::now() + RETRY_EVERY < deadline => {
                     tokio::time::sleep(RETRY_EVERY).await;
                 }
@@ -477,17 +479,24 @@ impl Upstream {
         });
     }
 
-    /// Opens a stream to the agent, asks it to connect to the port, and
-    /// starts HTTP/1.1 on the stream.
-    async fn connect(self: &Arc<Self>, client: SocketAddr) -> Result<Pooled, UpstreamError> {
+    /// Opens a stream to the agent, asks it to connect to the port (waiting
+    /// for a server to listen until `listening_by`), and starts HTTP/1.1
+    /// on the stream.
+    async fn connect(
+        self: &Arc<Self>,
+        client: SocketAddr,
+        listening_by: Instant,
+    ) -> Result<Pooled, UpstreamError> {
+        let wait = listening_by.saturating_duration_since(Instant::now());
         let limit = self.link.settings.connect_timeout;
-        let opened = tokio::time::timeout(limit, self.open_stream(client))
+        let opened = tokio::time::timeout(limit + wait, self.open_stream(client, wait))
             .await
             .map_err(|_| UpstreamError::ConnectTimeout(limit.as_secs()))??;
         let expect = Arc::new(AtomicU8::new(0));
         let checked = FramingGate::for_responses(opened, expect.clone(), RESPONSE_HEAD_LIMITS);
+        // hyper's own limit on header fields is RESPONSE_HEAD_LIMITS' (set
+        // explicitly, it would fill that many slots for every head).
         let (sender, connection) = http1::Builder::new()
-            .max_headers(RESPONSE_HEAD_LIMITS.max_headers)
             .handshake(TokioIo::new(checked))
             .await?;
         let id = self.next_conn_id.fetch_add(1, Ordering::Relaxed);
@@ -508,7 +517,11 @@ impl Upstream {
         })
     }
 
-    async fn open_stream(&self, client: SocketAddr) -> Result<TunnelStream, UpstreamError> {
+    async fn open_stream(
+        &self,
+        client: SocketAddr,
+        wait: Duration,
+    ) -> Result<TunnelStream, UpstreamError> {
         let conn = &self.link.conn;
         let (mut send, mut recv) = conn
             .open_bi()
@@ -518,6 +531,7 @@ impl Upstream {
             name: self.name.clone(),
             port: self.port,
             client,
+            wait_ms: Some(u32::try_from(wait.as_millis()).unwrap_or(u32::MAX)),
         };
         let offline_or = |what: String| {
             if conn.close_reason().is_some() {
@@ -543,6 +557,19 @@ impl Upstream {
             Err(err) => Err(offline_or(err.to_string())),
         }
     }
+}
+
+/// An origin's connection once it switched protocols (101, or a CONNECT
+/// answered): its tunnel stream, and the bytes the origin sent after its
+/// answer that HTTP had read already (hyper's, then the response
+/// checker's), which come first. `None` if it is not an upstream
+/// connection of this module's.
+pub fn switched(upgraded: hyper::upgrade::Upgraded) -> Option<(TunnelStream, [Bytes; 2])> {
+    let parts = upgraded
+        .downcast::<TokioIo<FramingGate<TunnelStream>>>()
+        .ok()?;
+    let (tunnel, held) = parts.io.into_inner().into_parts();
+    Some((tunnel, [parts.read_buf, held.freeze()]))
 }
 
 /// An origin's response body, which keeps its agent watched while it

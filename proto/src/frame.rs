@@ -247,6 +247,7 @@ mod tests {
                 name: name("web"),
                 port: port(3000),
                 client: "203.0.113.9:51000".parse().unwrap(),
+                wait_ms: None,
             },
             r#"{"name":"web","port":3000,"client":"203.0.113.9:51000"}"#,
         );
@@ -255,8 +256,9 @@ mod tests {
                 name: name("web"),
                 port: port(1),
                 client: "[2001:db8::1]:443".parse().unwrap(),
+                wait_ms: Some(10_000),
             },
-            r#"{"name":"web","port":1,"client":"[2001:db8::1]:443"}"#,
+            r#"{"name":"web","port":1,"client":"[2001:db8::1]:443","wait_ms":10000}"#,
         );
         golden(StreamAnswer::Accepted, r#"{"type":"accepted"}"#);
         for (reason, text) in [

@@ -244,6 +244,12 @@ pub struct StreamHeader {
     pub port: Port,
     /// The visitor whose request opened this upstream connection.
     pub client: SocketAddr,
+    /// If nothing listens on the port, how long (milliseconds) the agent
+    /// keeps trying before it answers `connection_refused`: a dev server
+    /// restarting is waited for on the agent's machine, without a stream
+    /// and a round trip per try. Absent (older edges): it answers at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ms: Option<u32>,
 }
 
 /// Agent -> edge, the answer to a [`StreamHeader`]. After `Accepted` the

@@ -575,6 +575,48 @@ pub async fn preview_when_connected(socket: &Path, port: u16) -> PreviewCreated 
     .expect("the agent connects and previews")
 }
 
+/// The setup most end-to-end tests start from: an in-process edge, an
+/// agent of alice's on it, an origin, and the origin previewed (under a
+/// generated name).
+pub struct PreviewSetup {
+    pub edge: TestEdge,
+    pub agent: TestAgent,
+    pub origin: Origin,
+    pub created: PreviewCreated,
+}
+
+impl PreviewSetup {
+    /// On an edge with the default limits.
+    pub async fn start() -> PreviewSetup {
+        Self::on(TestEdge::start().await).await
+    }
+
+    /// On `edge`.
+    pub async fn on(edge: TestEdge) -> PreviewSetup {
+        let agent = TestAgent::start(&edge, "alice").await;
+        let origin = Origin::start().await;
+        let created = agent.preview(origin.port, None).await;
+        assert!(created.listening, "{created:?}");
+        assert_eq!(created.url, edge.url(&created.name));
+        PreviewSetup {
+            edge,
+            agent,
+            origin,
+            created,
+        }
+    }
+
+    /// The preview's name.
+    pub fn name(&self) -> &str {
+        &self.created.name
+    }
+
+    /// The preview's HTTPS URL followed by `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.created.url)
+    }
+}
+
 /// `calvin-edge dev` and `calvin-agent up` as processes, on any loopback
 /// ports, with an origin previewed through them.
 pub struct DevPreview {

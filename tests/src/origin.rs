@@ -57,6 +57,8 @@ pub struct Origin {
     pub open: Arc<AtomicUsize>,
     /// Request heads received so far.
     pub requests: Arc<AtomicUsize>,
+    /// The same count, to wait on.
+    seen: tokio::sync::watch::Sender<usize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -92,6 +94,8 @@ impl Origin {
         let requests = Arc::new(AtomicUsize::new(0));
         let (count_accepted, count_open) = (accepted.clone(), open.clone());
         let count_requests = requests.clone();
+        let seen = tokio::sync::watch::Sender::new(0);
+        let count_seen = seen.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
@@ -101,9 +105,10 @@ impl Origin {
                 count_accepted.fetch_add(1, Ordering::SeqCst);
                 count_open.fetch_add(1, Ordering::SeqCst);
                 let open = count_open.clone();
-                let requests = count_requests.clone();
+                let (requests, seen) = (count_requests.clone(), count_seen.clone());
                 let service = service_fn(move |req| {
-                    requests.fetch_add(1, Ordering::SeqCst);
+                    let n = requests.fetch_add(1, Ordering::SeqCst) + 1;
+                    seen.send_modify(|seen| *seen = (*seen).max(n));
                     handle(req)
                 });
                 tokio::spawn(async move {
@@ -120,8 +125,23 @@ impl Origin {
             accepted,
             open,
             requests,
+            seen,
             task,
         }
+    }
+
+    /// Waits until the origin has received `n` request heads in all (the
+    /// event a test waits for before acting on a request in flight);
+    /// panics after 10 s.
+    pub async fn has_seen(&self, n: usize) {
+        let mut seen = self.seen.subscribe();
+        let waited =
+            tokio::time::timeout(Duration::from_secs(10), seen.wait_for(|&s| s >= n)).await;
+        assert!(
+            matches!(waited, Ok(Ok(_))),
+            "the origin saw {} requests, not {n}, within 10 s",
+            self.requests.load(Ordering::SeqCst)
+        );
     }
 
     pub fn addr(&self) -> SocketAddr {

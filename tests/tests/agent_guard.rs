@@ -73,11 +73,22 @@ async fn ask(
     name: &str,
     port: u16,
 ) -> (StreamAnswer, quinn::SendStream, quinn::RecvStream) {
+    ask_waiting(conn, name, port, None).await
+}
+
+/// [`ask`], with the header's wait for a server to listen.
+async fn ask_waiting(
+    conn: &quinn::Connection,
+    name: &str,
+    port: u16,
+    wait_ms: Option<u32>,
+) -> (StreamAnswer, quinn::SendStream, quinn::RecvStream) {
     let (mut send, mut recv) = conn.open_bi().await.expect("stream");
     let header = StreamHeader {
         name: PreviewName::parse(name).expect("name"),
         port: Port::try_from(port).expect("port"),
         client: "198.51.100.1:1234".parse().expect("addr"),
+        wait_ms,
     };
     write_frame(&mut send, &header).await.expect("header");
     let answer = tokio::time::timeout(Duration::from_secs(10), read_frame(&mut recv))
@@ -208,5 +219,76 @@ async fn nothing_listening_is_refused_as_such() {
             }
         ),
         "{answer:?}"
+    );
+}
+
+/// A server restarting is waited for on the agent's machine when the edge
+/// asks it to (`wait_ms`): one stream, answered once the port listens; a
+/// port that stays shut is refused once the wait is over; without a wait,
+/// at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_waits_for_a_restarting_server_as_long_as_asked() {
+    let (agent, conn, _dir) = fake_edge().await;
+    let port = silent_port().await;
+    let created = agent
+        .preview(Port::try_from(port).expect("port"), None)
+        .await
+        .expect("preview");
+    assert!(!created.listening);
+
+    let started = std::time::Instant::now();
+    let (answer, ..) = ask(&conn, &created.name, port).await;
+    assert!(matches!(
+        answer,
+        StreamAnswer::Refused {
+            reason: StreamRefusal::ConnectionRefused,
+            ..
+        }
+    ));
+    assert!(
+        started.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        started.elapsed()
+    );
+
+    let started = std::time::Instant::now();
+    let (answer, ..) = ask_waiting(&conn, &created.name, port, Some(800)).await;
+    assert!(matches!(
+        answer,
+        StreamAnswer::Refused {
+            reason: StreamRefusal::ConnectionRefused,
+            ..
+        }
+    ));
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(700) && took < Duration::from_secs(3),
+        "refused after {took:?} for a wait of 800 ms"
+    );
+
+    // The server comes up 400 ms into a 10 s wait: accepted then.
+    let started = std::time::Instant::now();
+    let bind: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+    let late = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        counting_server(bind, b"back\n").await
+    });
+    let (answer, _send, mut recv) = ask_waiting(&conn, &created.name, port, Some(10_000)).await;
+    let took = started.elapsed();
+    assert_eq!(answer, StreamAnswer::Accepted);
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_secs(3),
+        "accepted after {took:?}"
+    );
+    let (_, hits) = late.await.expect("server");
+    let mut got = Vec::new();
+    AsyncReadExt::read_to_end(&mut recv, &mut got)
+        .await
+        .expect("read");
+    assert_eq!(got, b"back\n");
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        1,
+        "one connection, not one per try"
     );
 }

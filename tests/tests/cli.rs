@@ -310,7 +310,7 @@ async fn grace_period_caps_the_drain() {
     let ca = edge.ca();
     let url = format!("{}/slow?ms=10000", created.url);
     let in_flight = tokio::spawn(async move { curl(&ca, &[&url]).await });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    origin.has_seen(1).await;
     let started = Instant::now();
     edge.begin_stop().await.expect("edge task");
     let took = started.elapsed();

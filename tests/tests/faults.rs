@@ -247,7 +247,9 @@ async fn a_killed_agent_reads_offline_within_2_s() {
             (out, Instant::now())
         })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The first request was /hello; the slow one is in flight once the
+    // origin has it.
+    dev.origin.has_seen(2).await;
     agent.signal("KILL").await;
     let killed = Instant::now();
     let out = curl(ca, &["--max-time", "30", &format!("{}/hello", created.url)]).await;

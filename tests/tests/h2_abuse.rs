@@ -43,10 +43,12 @@ struct Preview {
 
 impl Preview {
     async fn start() -> Preview {
-        let edge = TestEdge::start().await;
-        let agent = TestAgent::start(&edge, "alice").await;
-        let origin = Origin::start().await;
-        let created = agent.preview(origin.port, None).await;
+        let PreviewSetup {
+            edge,
+            agent,
+            origin,
+            created,
+        } = PreviewSetup::start().await;
         let host = format!("{}.{DOMAIN}", created.name);
         let authority = format!("{host}:{}", edge.https.port());
         Preview {

@@ -211,13 +211,14 @@ async fn an_account_past_its_requests_under_way_gets_503_for_the_rest() {
 
     // Two slow requests hold the account's two slots; a third, even to
     // another preview of the account, is refused until they are done.
+    let before = origin.requests.load(std::sync::atomic::Ordering::SeqCst);
     let slow: Vec<_> = (0..2)
         .map(|_| {
             let (ca, url) = (ca.clone(), format!("{url}/slow?ms=1500"));
             tokio::spawn(async move { curl(&ca, &[&url]).await })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    origin.has_seen(before + 2).await;
     let refused = curl(&ca, &[&format!("{other}/hello")]).await;
     assert_eq!(refused.status, 503, "{refused:?}");
     assert_eq!(refused.header("x-calvin-error"), Some("account-busy"));

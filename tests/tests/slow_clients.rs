@@ -20,15 +20,17 @@ struct Setup {
 }
 
 async fn preview_with(limits: Limits) -> Setup {
-    let edge = TestEdge::with_limits(limits).await;
-    let agent = TestAgent::start(&edge, "alice").await;
-    let origin = Origin::start().await;
-    let name = agent.preview(origin.port, None).await.name;
+    let PreviewSetup {
+        edge,
+        agent,
+        origin,
+        created,
+    } = PreviewSetup::on(TestEdge::with_limits(limits).await).await;
     Setup {
         edge,
         agent,
         origin,
-        name,
+        name: created.name,
     }
 }
 

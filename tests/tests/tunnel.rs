@@ -21,12 +21,12 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
-    let edge = TestEdge::start().await;
-    let agent = TestAgent::start(&edge, "alice").await;
-    let origin = Origin::start().await;
-    let created = agent.preview(origin.port, None).await;
-    assert!(created.listening);
-    assert_eq!(created.url, edge.url(&created.name));
+    let PreviewSetup {
+        edge,
+        agent,
+        origin,
+        created,
+    } = PreviewSetup::start().await;
     Setup {
         url: created.url,
         name: created.name,

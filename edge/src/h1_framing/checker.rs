@@ -1,55 +1,34 @@
-//! A strict gate in front of hyper on visitors' HTTP/1 connections.
+//! The HTTP/1 framing checker, without I/O: it reads a connection's bytes
+//! by absolute offset and says how far they may go on, or which request
+//! (or response) is refused and why. The visitors' front reads a
+//! connection's first request through it, and the [`super::FramingGate`]
+//! every request after; an origin's responses go through one too. See the
+//! module documentation of [`super`] for what it refuses.
 //!
-//! hyper follows RFC 9112's lenient choices: a request with both
-//! `Content-Length` and `Transfer-Encoding` is read as chunked (and the
-//! connection closed after), `chunked, chunked` is read as chunked, a
-//! repeated identical `Content-Length` is accepted, and a malformed chunk is
-//! only found once the request is already on its way to the origin. Those
-//! ambiguities are what request smuggling is made of, so the edge refuses
-//! them before hyper sees them: this gate reads the visitor's bytes, checks
-//! each request's head (with httparse, the parser hyper uses) and its body
-//! framing, and hands hyper only what passed. A request that fails never
-//! reaches hyper, so no stream is opened for it: the visitor gets 400 (501
-//! for a transfer coding the edge does not know), and the connection
-//! closes after the answers to the requests before it.
-//!
-//! Bytes reach hyper as soon as they are checked; only a head still
-//! incomplete is held back, which hyper could not use anyway. When the
-//! malformed part arrives after its request was handed on (a bad chunk in
-//! a later packet), the gate fails the read instead: hyper fails the
-//! request body and the edge aborts the stream, so the origin never sees
-//! a complete request.
-//!
-//! After a request asking for an upgrade, nothing more is read until the
-//! answer is written: a 101 ends HTTP on the connection (the gate steps
-//! aside), any other answer keeps it.
+//! Each head is parsed once, with httparse (the parser hyper uses), into
+//! header slots that are not zeroed first: on the stack up to
+//! [`STACK_HEADERS`].
 
-use std::io;
-use std::pin::Pin;
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::task::{Context, Poll, Waker};
-
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::error_page::ERROR_HEADER;
-use crate::rewind::poll_write_rest;
 
 /// The longest chunk-size line (size and extensions) and trailer section
 /// the gate takes.
 const MAX_CHUNK_LINE: usize = 4096;
-const READ_SIZE: usize = 16 * 1024;
 
 /// Why a request was refused, and with which status.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Refusal {
+pub struct Refusal {
     pub status: u16,
     pub code: &'static str,
     pub message: String,
 }
 
 impl Refusal {
-    fn bad(message: impl Into<String>) -> Self {
+    pub(crate) fn bad(message: impl Into<String>) -> Self {
         Self {
             status: 400,
             code: "bad-request",
@@ -58,7 +37,7 @@ impl Refusal {
     }
 
     /// The whole answer, closing the connection.
-    fn response(&self) -> Vec<u8> {
+    pub fn response(&self) -> Vec<u8> {
         let reason = match self.status {
             400 => "Bad Request",
             431 => "Request Header Fields Too Large",
@@ -79,7 +58,7 @@ impl Refusal {
 
 /// Where the checker is in the visitor's byte stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
+pub(crate) enum State {
     /// Reading a request head (starting at `Checker::message_start`).
     Head,
     /// Body bytes left of a `Content-Length` body.
@@ -101,30 +80,32 @@ enum State {
 
 /// The size the gate needs for the head checks.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct HeadLimits {
+pub struct HeadLimits {
     pub max_head_bytes: usize,
     pub max_headers: usize,
 }
 
 /// The framing state machine over a connection's bytes, by absolute offset.
 #[derive(Debug)]
-struct Checker {
-    state: State,
+pub struct Checker {
+    pub(crate) state: State,
     limits: HeadLimits,
     /// Where the request being read began.
-    message_start: u64,
+    pub(crate) message_start: u64,
     /// Where the message being read leads once it ends.
     then: Then,
-    role: Role,
+    pub(crate) role: Role,
     /// Request heads passed so far.
     heads: u64,
+    /// What the first request's head said about its body.
+    first: Option<FirstHead>,
     /// The chunk-size or trailer line being read.
     line: Vec<u8>,
 }
 
 /// What checking a batch of bytes found.
 #[derive(Debug, PartialEq, Eq)]
-enum Checked {
+pub enum Checked {
     /// Every byte up to this offset may go to hyper.
     ReadyTo(u64),
     /// The request starting at `message` is refused; if it was already
@@ -139,7 +120,8 @@ enum Checked {
 }
 
 impl Checker {
-    fn new(limits: HeadLimits) -> Self {
+    /// A checker of visitors' requests.
+    pub fn new(limits: HeadLimits) -> Self {
         Self {
             state: State::Head,
             limits,
@@ -147,13 +129,44 @@ impl Checker {
             then: Then::Head,
             role: Role::Request,
             heads: 0,
+            first: None,
             line: Vec::new(),
         }
     }
 
+    /// A checker of an origin's responses, to the kind of request `expect`
+    /// holds when each response starts.
+    pub fn for_responses(limits: HeadLimits, expect: Arc<AtomicU8>) -> Self {
+        Self {
+            role: Role::Response(expect),
+            ..Self::new(limits)
+        }
+    }
+
+    /// Request heads passed so far.
+    pub fn heads(&self) -> u64 {
+        self.heads
+    }
+
+    /// After a check that passed bytes up to `to` of those read up to
+    /// `end`: where the next check starts. A partial head is checked again
+    /// as it grows, from its start; the rest is not checked twice.
+    pub fn resume_at(&self, to: u64, end: u64) -> u64 {
+        match self.state {
+            State::Head => self.message_start,
+            State::AwaitingAnswer | State::Aside => to,
+            _ => end,
+        }
+    }
+
+    /// What the first request's head said about its body, once it passed.
+    pub fn first_head(&self) -> Option<FirstHead> {
+        self.first
+    }
+
     /// Checks `bytes`, the unreleased bytes starting at offset `base`, of
     /// which those before `from` were checked already.
-    fn check(&mut self, bytes: &[u8], base: u64, from: u64) -> Checked {
+    pub fn check(&mut self, bytes: &[u8], base: u64, from: u64) -> Checked {
         let mut at = from;
         let end = base + bytes.len() as u64;
         while at < end {
@@ -281,9 +294,19 @@ impl Checker {
     }
 
     fn response_head(&mut self, bytes: &[u8], expect: Expect) -> Result<Option<usize>, Refusal> {
-        let mut headers = vec![httparse::EMPTY_HEADER; self.limits.max_headers];
-        let mut response = httparse::Response::new(&mut headers);
-        let len = match response.parse(bytes) {
+        let mut stack = [const { MaybeUninit::uninit() }; STACK_HEADERS];
+        let mut heap = Vec::new();
+        let headers = header_space(&mut stack, &mut heap, self.limits.max_headers);
+        let mut response = httparse::Response::new(&mut []);
+        let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+            &mut response,
+            within_limit(bytes, self.limits),
+            headers,
+        );
+        let len = match parsed {
+            Ok(httparse::Status::Complete(len)) if len > self.limits.max_head_bytes => {
+                return Err(Refusal::bad("the response head is too large"));
+            }
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) if bytes.len() > self.limits.max_head_bytes => {
                 return Err(Refusal::bad("the response head is too large"));
@@ -312,9 +335,12 @@ impl Checker {
     }
 
     fn request_head(&mut self, bytes: &[u8]) -> Result<Option<usize>, Refusal> {
-        let mut headers = vec![httparse::EMPTY_HEADER; self.limits.max_headers];
-        let mut request = httparse::Request::new(&mut headers);
-        let len = match request.parse(bytes) {
+        let mut stack = [const { MaybeUninit::uninit() }; STACK_HEADERS];
+        let mut heap = Vec::new();
+        let headers = header_space(&mut stack, &mut heap, self.limits.max_headers);
+        let mut request = httparse::Request::new(&mut []);
+        let len = match request.parse_with_uninit_headers(within_limit(bytes, self.limits), headers)
+        {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) if bytes.len() > self.limits.max_head_bytes => {
                 return Err(self.head_too_large());
@@ -342,11 +368,27 @@ impl Checker {
                     .headers
                     .iter()
                     .any(|h| h.name.eq_ignore_ascii_case("upgrade")));
-        self.state = match framing(request.headers, http10, "request")? {
+        let body = framing(request.headers, http10, "request")?;
+        self.state = match body {
             BodyFraming::None | BodyFraming::Empty => State::Head,
             BodyFraming::Length(left) => State::Fixed { left },
             BodyFraming::Chunked => State::ChunkSize,
         };
+        if self.heads == 0 {
+            self.first = Some(FirstHead {
+                head_end: self.message_start + len as u64,
+                length: match body {
+                    BodyFraming::Length(n) => Some(n),
+                    BodyFraming::Empty => Some(0),
+                    BodyFraming::None | BodyFraming::Chunked => None,
+                },
+                expects: request
+                    .headers
+                    .iter()
+                    .any(|h| h.name.eq_ignore_ascii_case("expect")),
+                upgrade,
+            });
+        }
         self.then = if upgrade {
             Then::AwaitAnswer
         } else {
@@ -369,7 +411,7 @@ impl Checker {
 
     /// hyper wrote the start of an answer: after an upgrade request, a 101
     /// ends HTTP and anything else but an interim answer keeps it.
-    fn answer_written(&mut self, start: &[u8]) {
+    pub(crate) fn answer_written(&mut self, start: &[u8]) {
         if self.state != State::AwaitingAnswer || start.len() < 12 {
             return;
         }
@@ -384,14 +426,14 @@ impl Checker {
 /// Whether a write starts a final (not 1xx) response head. (hyper writes
 /// a head at the start of a write; a body that happens to start the same
 /// way can only end a refused connection's wait early.)
-fn is_final_answer(start: &[u8]) -> bool {
+pub(crate) fn is_final_answer(start: &[u8]) -> bool {
     start.len() >= 12
         && (start.starts_with(b"HTTP/1.1 ") || start.starts_with(b"HTTP/1.0 "))
         && start[9].is_ascii_digit()
         && start[9] != b'1'
 }
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum BodyFraming {
     /// No length given.
     None,
@@ -399,6 +441,45 @@ enum BodyFraming {
     Empty,
     Length(u64),
     Chunked,
+}
+
+/// What the first request's head said about its body (for the front's
+/// read-ahead).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FirstHead {
+    /// Where its head ends (its body starts).
+    pub head_end: u64,
+    /// Its Content-Length, if it has one (and no Transfer-Encoding).
+    pub length: Option<u64>,
+    /// It has an `Expect` field.
+    pub expects: bool,
+    /// It asks for an upgrade, or is a CONNECT.
+    pub upgrade: bool,
+}
+
+/// Of the bytes from a head's start, those its parse looks at: one past
+/// the size limit at most, so a head too large is refused as such however
+/// the reads brought it (not as malformed if its error lies past the
+/// limit and came in the same read).
+fn within_limit(bytes: &[u8], limits: HeadLimits) -> &[u8] {
+    &bytes[..bytes.len().min(limits.max_head_bytes.saturating_add(1))]
+}
+
+/// Header fields parsed without an allocation; a limit past this many
+/// takes a vector, still not zeroed.
+const STACK_HEADERS: usize = 128;
+
+/// Room for `max` header fields: on the stack when they fit.
+fn header_space<'a, 'b>(
+    stack: &'a mut [MaybeUninit<httparse::Header<'b>>; STACK_HEADERS],
+    heap: &'a mut Vec<MaybeUninit<httparse::Header<'b>>>,
+    max: usize,
+) -> &'a mut [MaybeUninit<httparse::Header<'b>>] {
+    if max <= STACK_HEADERS {
+        return &mut stack[..max];
+    }
+    heap.resize_with(max, MaybeUninit::uninit);
+    heap
 }
 
 /// Where a message leads once it ends.
@@ -411,7 +492,7 @@ enum Then {
 
 /// Which side's messages a checker reads.
 #[derive(Debug)]
-enum Role {
+pub(crate) enum Role {
     /// Visitors' requests.
     Request,
     /// An origin's responses, to the kind of request the [`Expect`] holds.
@@ -421,7 +502,7 @@ enum Role {
 /// What kind of request a response answers, where that changes its framing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-pub(crate) enum Expect {
+pub enum Expect {
     Other = 0,
     Head = 1,
     Connect = 2,
@@ -541,278 +622,6 @@ fn chunk_size(line: &[u8]) -> Result<u64, Refusal> {
     u64::from_str_radix(digits, 16).map_err(|_| Refusal::bad("bad chunk size"))
 }
 
-/// A visitor's HTTP/1 connection with the gate in front; see the module
-/// documentation.
-pub(crate) struct FramingGate<S> {
-    inner: S,
-    checker: Checker,
-    /// Bytes read and not yet handed to hyper, from offset `base`.
-    pending: Vec<u8>,
-    base: u64,
-    /// Bytes before this offset are checked; before `ready`, released.
-    checked: u64,
-    ready: u64,
-    /// A refused request: answered when hyper closes the connection.
-    refusal: Option<Refusal>,
-    /// Requests passed before it, and final answers hyper has written: the
-    /// read ends (and hyper closes) only once every one is answered.
-    passed: u64,
-    answers: u64,
-    /// Offset past which the read fails (a refusal after hand-on), and why.
-    fail_at: Option<u64>,
-    failure: String,
-    answer: Option<(Vec<u8>, usize)>,
-    eof: bool,
-    reader: Option<Waker>,
-}
-
-impl<S> FramingGate<S> {
-    pub fn new(inner: S, limits: HeadLimits) -> Self {
-        Self::with_checker(inner, Checker::new(limits))
-    }
-
-    /// A gate on an origin's connection, checking its responses: one with
-    /// ambiguous framing fails the read, so hyper gets an error (the edge
-    /// answers 502, or aborts a body under way) and never passes it on.
-    /// `expect` holds the [`Expect`] of the request in flight.
-    pub fn for_responses(inner: S, expect: Arc<AtomicU8>, limits: HeadLimits) -> Self {
-        let mut checker = Checker::new(limits);
-        checker.role = Role::Response(expect);
-        Self::with_checker(inner, checker)
-    }
-
-    fn with_checker(inner: S, checker: Checker) -> Self {
-        Self {
-            inner,
-            checker,
-            pending: Vec::new(),
-            base: 0,
-            checked: 0,
-            ready: 0,
-            refusal: None,
-            passed: 0,
-            answers: 0,
-            fail_at: None,
-            failure: String::new(),
-            answer: None,
-            eof: false,
-            reader: None,
-        }
-    }
-
-    /// The stream, and bytes read from it that hyper has not had (past an
-    /// upgrade, they belong to the new protocol).
-    pub fn into_parts(self) -> (S, Vec<u8>) {
-        (self.inner, self.pending)
-    }
-
-    /// Hands hyper what is ready; false when nothing is.
-    fn release(&mut self, buf: &mut ReadBuf<'_>) -> bool {
-        let n = ((self.ready - self.base) as usize).min(buf.remaining());
-        if n == 0 {
-            return false;
-        }
-        buf.put_slice(&self.pending[..n]);
-        self.pending.drain(..n);
-        self.base += n as u64;
-        true
-    }
-
-    fn run_checker(&mut self) {
-        match self
-            .checker
-            .check(&self.pending, self.base, self.checked.max(self.base))
-        {
-            Checked::ReadyTo(to) => {
-                self.ready = to.max(self.ready);
-                self.checked = match self.checker.state {
-                    // A partial head is checked again as it grows.
-                    State::Head => self.checker.message_start,
-                    State::AwaitingAnswer | State::Aside => to,
-                    _ => self.base + self.pending.len() as u64,
-                };
-            }
-            Checked::Refused {
-                message,
-                at,
-                refusal,
-                passed,
-            } => {
-                self.checked = self.base + self.pending.len() as u64;
-                if let Role::Response(_) = self.checker.role {
-                    // Nothing of a refused response is handed on.
-                    self.ready = if message >= self.base { message } else { at };
-                    self.fail_at = Some(self.ready);
-                    self.failure = refusal.message;
-                } else if message >= self.base {
-                    // Not handed on yet: hyper never sees it.
-                    self.ready = message.max(self.ready);
-                    self.refusal = Some(refusal);
-                    self.passed = passed;
-                } else {
-                    self.ready = at;
-                    self.fail_at = Some(at);
-                    tracing::debug!(message = %refusal.message, "request refused mid-body");
-                    self.failure = refusal.message;
-                }
-                self.pending.truncate((self.ready - self.base) as usize);
-            }
-        }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for FramingGate<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = &mut *self;
-        loop {
-            if this.release(buf) {
-                return Poll::Ready(Ok(()));
-            }
-            if this.checker.state == State::Aside
-                && this.refusal.is_none()
-                && this.fail_at.is_none()
-            {
-                if !this.pending.is_empty() {
-                    this.ready = this.base + this.pending.len() as u64;
-                    continue;
-                }
-                return Pin::new(&mut this.inner).poll_read(cx, buf);
-            }
-            if this.fail_at.is_some() {
-                return Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    this.failure.clone(),
-                )));
-            }
-            if this.refusal.is_some() && this.answers < this.passed {
-                // An end of input now would make hyper drop the requests
-                // before the refused one; they are answered first.
-                this.reader = Some(cx.waker().clone());
-                return Poll::Pending;
-            }
-            if this.refusal.is_some() || this.eof {
-                return Poll::Ready(Ok(()));
-            }
-            if this.checker.state == State::AwaitingAnswer {
-                this.reader = Some(cx.waker().clone());
-                return Poll::Pending;
-            }
-            if let (true, State::Fixed { left } | State::ChunkData { left }) =
-                (this.pending.is_empty(), this.checker.state)
-            {
-                // Body bytes, nothing held: read straight into hyper's
-                // buffer (no copy), at most to the end of the chunk.
-                let before = buf.filled().len();
-                let want = usize::try_from(left)
-                    .unwrap_or(usize::MAX)
-                    .min(buf.remaining());
-                let mut body = ReadBuf::new(buf.initialize_unfilled_to(want));
-                std::task::ready!(Pin::new(&mut this.inner).poll_read(cx, &mut body))?;
-                let n = body.filled().len();
-                if n == 0 {
-                    this.eof = true;
-                    return Poll::Ready(Ok(()));
-                }
-                buf.advance(n);
-                let checked = this
-                    .checker
-                    .check(&buf.filled()[before..], this.base, this.base);
-                debug_assert_eq!(checked, Checked::ReadyTo(this.base + n as u64));
-                this.base += n as u64;
-                this.checked = this.base;
-                this.ready = this.base;
-                return Poll::Ready(Ok(()));
-            }
-            let mut chunk = [0u8; READ_SIZE];
-            let mut read = ReadBuf::new(&mut chunk);
-            match Pin::new(&mut this.inner).poll_read(cx, &mut read) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(err)) => return Poll::Ready(Err(err)),
-                Poll::Ready(Ok(())) if read.filled().is_empty() => {
-                    // The visitor is done: whatever it sent is hyper's.
-                    this.eof = true;
-                    this.ready = this.base + this.pending.len() as u64;
-                }
-                Poll::Ready(Ok(())) => {
-                    this.pending.extend_from_slice(read.filled());
-                    this.run_checker();
-                }
-            }
-        }
-    }
-}
-
-impl<S: AsyncWrite + Unpin> FramingGate<S> {
-    fn saw_write(&mut self, start: &[u8]) {
-        if is_final_answer(start) {
-            self.answers += 1;
-            if self.answers >= self.passed
-                && let Some(waker) = self.reader.take()
-            {
-                waker.wake();
-            }
-        }
-        let before = self.checker.state;
-        self.checker.answer_written(start);
-        if self.checker.state != before {
-            if self.checker.state == State::Head {
-                self.checked = self.checker.message_start;
-                self.run_checker();
-            }
-            if let Some(waker) = self.reader.take() {
-                waker.wake();
-            }
-        }
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for FramingGate<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.saw_write(buf);
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        if let Some(first) = bufs.iter().find(|b| !b.is_empty()) {
-            self.saw_write(first);
-        }
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    /// hyper closes the connection: a refused request is answered first.
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = &mut *self;
-        if let Some(refusal) = this.refusal.take() {
-            this.answer = Some((refusal.response(), 0));
-        }
-        if let Some((answer, written)) = &mut this.answer {
-            std::task::ready!(poll_write_rest(&mut this.inner, cx, answer, written))?;
-            this.answer = None;
-        }
-        Pin::new(&mut this.inner).poll_shutdown(cx)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -823,6 +632,17 @@ mod tests {
             max_headers: 100,
         }
     }
+
+    /// A case's name, the bytes, and how far they pass or the status and
+    /// words of their refusal.
+    type RequestCase<'a> = (&'static str, &'a [u8], Result<u64, (u16, &'static str)>);
+    /// The same for responses, to a kind of request.
+    type ResponseCase = (
+        &'static str,
+        Expect,
+        &'static [u8],
+        Result<u64, &'static str>,
+    );
 
     fn check_all(text: &[u8]) -> Checked {
         Checker::new(limits()).check(text, 0, 0)
@@ -855,6 +675,237 @@ mod tests {
         assert_eq!(content_length(b"10"), Some(10));
         for bad in [&b"+1"[..], b"1 1", b"", b"0x1", b"99999999999999999999"] {
             assert_eq!(content_length(bad), None, "{bad:?}");
+        }
+    }
+
+    /// The read-ahead rule the front applies to a first request (moved
+    /// here from the front with the same cases: the front now asks the
+    /// checker that parsed the head, and the one read-ahead policy).
+    #[test]
+    fn the_front_reads_ahead_only_a_plain_declared_length() {
+        fn end(head: &str, cap: Option<u64>) -> Option<u64> {
+            let mut checker = Checker::new(limits());
+            checker.check(head.as_bytes(), 0, 0);
+            let first = checker.first_head()?;
+            let rules = crate::read_ahead::BodyRules {
+                min_rate: None,
+                stall: std::time::Duration::from_secs(1),
+                cap,
+            };
+            let ahead = rules.ahead(first.length, first.expects, first.upgrade)?;
+            Some(first.head_end + ahead)
+        }
+        let head = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n";
+        assert_eq!(end(head, None), Some(head.len() as u64 + 10));
+        // At most READ_AHEAD of a long body, and the cap is kept.
+        let long = "POST / HTTP/1.1\r\nContent-Length: 100000000\r\n\r\n";
+        assert_eq!(end(long, None), Some(long.len() as u64 + 65_536));
+        assert_eq!(
+            end(long, Some(100_000_000)),
+            Some(long.len() as u64 + 65_536)
+        );
+        assert_eq!(end(long, Some(99_999_999)), None);
+        for left_alone in [
+            "GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 10\r\nContent-Length: 10\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: +10\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 1 0\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: \r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 10\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 10\r\nUpgrade: websocket\r\n\r\n",
+            "CONNECT a:443 HTTP/1.1\r\nContent-Length: 10\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 10\r\n",
+            "POST / HTTP/1.1\r\nContent Length: 10\r\n\r\n",
+        ] {
+            assert_eq!(end(left_alone, None), None, "{left_alone:?}");
+        }
+        // Only the first request counts.
+        let second = "GET / HTTP/1.1\r\n\r\nPOST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n";
+        assert_eq!(end(second, None), None);
+    }
+
+    /// What a request stream is checked to, by case: how far it may go on
+    /// (`Ok(offset)`), or the status and the words of its refusal.
+    #[test]
+    fn requests_table() {
+        let long_name = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(8200));
+        let many = format!("GET / HTTP/1.1\r\n{}\r\n", "A: b\r\n".repeat(101));
+        let at_most = format!("GET / HTTP/1.1\r\n{}\r\n", "A: b\r\n".repeat(100));
+        let cases: Vec<RequestCase<'_>> = vec![
+            ("no body", b"GET / HTTP/1.1\r\nHost: a\r\n\r\n", Ok(27)),
+            ("bare LF", b"GET / HTTP/1.1\nHost: a\n\n", Ok(24)),
+            ("fixed body, whole", b"POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\nab", Ok(40)),
+            ("fixed body, partial", b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nab", Ok(40)),
+            ("chunked, whole", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\n\r\n", Ok(59)),
+            ("chunked, trailers", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nA: b\r\n\r\n", Ok(58)),
+            ("partial head", b"GET / HTTP/1.1\r\nHo", Ok(0)),
+            ("upgrade waits for the answer", b"GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\nGET / HTTP/1.1\r\n\r\n", Ok(59)),
+            ("100 header fields", at_most.as_bytes(), Ok(at_most.len() as u64)),
+            ("101 header fields", many.as_bytes(), Err((431, "more than 100 header fields"))),
+            ("head past the limit", long_name.as_bytes(), Err((431, "larger than 8192 bytes"))),
+            ("length and chunked", b"POST / HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n", Err((400, "both Content-Length and Transfer-Encoding"))),
+            ("chunked twice", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n", Err((400, "chunked more than once"))),
+            ("chunked not last", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", Err((400, "must end with chunked"))),
+            ("unknown coding", b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", Err((501, "\"gzip\" is not supported"))),
+            ("two lengths", b"POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n", Err((400, "more than one Content-Length"))),
+            ("signed length", b"POST / HTTP/1.1\r\nContent-Length: +2\r\n\r\n", Err((400, "not a decimal number"))),
+            ("HTTP/1.0 chunked", b"POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", Err((400, "HTTP/1.0 request cannot use Transfer-Encoding"))),
+            ("bad chunk size", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", Err((400, "not a hexadecimal number"))),
+            ("chunk without CRLF", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\n", Err((400, "does not end with CRLF"))),
+            ("chunk data too long", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n", Err((400, "longer than its chunk size"))),
+            ("NUL in a trailer", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nA: \0\r\n\r\n", Err((400, "NUL"))),
+            ("malformed head", b"GET / HTTP/1.1\r\nA B: c\r\n\r\n", Err((400, "malformed request head"))),
+        ];
+        for (case, bytes, want) in cases {
+            let got = match check_all(bytes) {
+                Checked::ReadyTo(at) => Ok(at),
+                Checked::Refused { refusal, .. } => Err((refusal.status, refusal.message)),
+            };
+            match (&got, &want) {
+                (Ok(at), Ok(want)) => assert_eq!(at, want, "{case}"),
+                (Err((status, message)), Err((want_status, words))) => {
+                    assert_eq!(status, want_status, "{case}: {message}");
+                    assert!(
+                        message.contains(words),
+                        "{case}: {message:?} lacks {words:?}"
+                    );
+                }
+                _ => panic!("{case}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    /// A chunk-size line of 4,096 bytes passes; one byte more is refused.
+    #[test]
+    fn a_chunk_line_is_taken_up_to_its_limit() {
+        let head = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+        let line = |len: usize| {
+            let mut bytes = head.to_vec();
+            bytes.extend_from_slice(b"1;");
+            bytes.extend(std::iter::repeat_n(b'x', len - 3));
+            bytes.extend_from_slice(b"\r\n");
+            bytes
+        };
+        assert!(matches!(
+            check_all(&line(MAX_CHUNK_LINE)),
+            Checked::ReadyTo(_)
+        ));
+        let Checked::Refused { refusal, .. } = check_all(&line(MAX_CHUNK_LINE + 1)) else {
+            panic!("a chunk-size line one past the limit passed");
+        };
+        assert!(refusal.message.contains("too long"), "{}", refusal.message);
+    }
+
+    /// Bytes fed in pieces of every size are checked as if whole.
+    #[test]
+    fn split_reads_check_alike() {
+        let text = b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n";
+        for step in 1..text.len() {
+            let mut checker = Checker::new(limits());
+            let (mut base, mut checked, mut ready) = (0u64, 0u64, 0u64);
+            let mut end = 0;
+            while end < text.len() {
+                end = (end + step).min(text.len());
+                let unreleased = &text[base as usize..end];
+                match checker.check(unreleased, base, checked.max(base)) {
+                    Checked::ReadyTo(to) => {
+                        ready = ready.max(to);
+                        checked = checker.resume_at(to, end as u64);
+                    }
+                    refused => panic!("step {step}: {refused:?}"),
+                }
+                base = ready;
+            }
+            assert_eq!(ready, text.len() as u64, "step {step}");
+            assert_eq!(checker.heads(), 2, "step {step}");
+        }
+    }
+
+    /// Responses: how far each may go on, by the kind of request it answers.
+    #[test]
+    fn responses_table() {
+        let cases: Vec<ResponseCase> = vec![
+            (
+                "length",
+                Expect::Other,
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nabHTTP/1.1 200 OK\r\n",
+                Ok(40),
+            ),
+            (
+                "HEAD has no body",
+                Expect::Head,
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
+                Ok(65),
+            ),
+            (
+                "204 has no body",
+                Expect::Other,
+                b"HTTP/1.1 204 No Content\r\n\r\n",
+                Ok(27),
+            ),
+            (
+                "interim then final",
+                Expect::Other,
+                b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+                Ok(63),
+            ),
+            (
+                "101 ends HTTP",
+                Expect::Other,
+                b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\nnot http",
+                Ok(48),
+            ),
+            (
+                "CONNECT 200 ends HTTP",
+                Expect::Connect,
+                b"HTTP/1.1 200 OK\r\n\r\nnot http",
+                Ok(19),
+            ),
+            (
+                "no length reads to the end",
+                Expect::Other,
+                b"HTTP/1.1 200 OK\r\n\r\nanything",
+                Ok(19),
+            ),
+            (
+                "length and chunked",
+                Expect::Other,
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
+                Err("both Content-Length and Transfer-Encoding"),
+            ),
+            (
+                "two lengths",
+                Expect::Other,
+                b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+                Err("more than one Content-Length"),
+            ),
+            (
+                "malformed",
+                Expect::Other,
+                b"HTTP/1.1 2x0 OK\r\n\r\n",
+                Err("malformed response head"),
+            ),
+        ];
+        for (case, expect, bytes, want) in cases {
+            let cell = Arc::new(AtomicU8::new(expect as u8));
+            let mut checker = Checker::for_responses(limits(), cell);
+            let got = match checker.check(bytes, 0, 0) {
+                Checked::ReadyTo(at) => Ok(at),
+                Checked::Refused { refusal, .. } => Err(refusal.message),
+            };
+            match (&got, &want) {
+                (Ok(at), Ok(want)) => assert_eq!(at, want, "{case}"),
+                (Err(message), Err(words)) => {
+                    assert!(
+                        message.contains(words),
+                        "{case}: {message:?} lacks {words:?}"
+                    );
+                }
+                _ => panic!("{case}: got {got:?}, want {want:?}"),
+            }
         }
     }
 }

@@ -1,0 +1,151 @@
+//! The read-ahead of request bodies, one policy for both places it runs.
+//!
+//! Of a request body of declared length (Content-Length), the edge reads
+//! [`READ_AHEAD`], or all of it when it is smaller, before the origin gets
+//! any, as nginx reads bodies by default (`proxy_request_buffering`). A dev
+//! server often serves one request at a time: a visitor trickling a POST to
+//! it would hold it for everyone, and a slow-POST attack would cost the
+//! tunnel, the agent and the origin a packet, a wake-up and a write per
+//! byte. Such a body is judged by the least rate at the edge alone, and a
+//! real upload, which passes the mark in milliseconds, streams on from
+//! there. Bodies of unknown length (chunked, or HTTP/2 without a length)
+//! stream from their first byte: the origin may answer parts of them as
+//! they come (gRPC, full-duplex streams). So do requests that `Expect:
+//! 100-continue` (the origin may refuse them before their body) and
+//! upgrades.
+//!
+//! It runs in two places. A connection's first HTTP/1 request is read on
+//! the listener's front thread ([`on_front`], through the framing gate,
+//! on raw bytes), so a slow POST costs the runtime serving requests
+//! nothing; every request's body is read ahead again by the proxy
+//! ([`in_proxy`], on hyper's body), which for a first request finds it
+//! already there.
+
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncRead;
+
+use crate::error_page::EdgeError;
+use crate::h1_framing::FramingGate;
+use crate::request_body::{BodyOutcome, BodyWatch, MinRate, RateWindows, RequestBody};
+
+/// Bytes of a body of declared length read ahead at most.
+pub const READ_AHEAD: u64 = 64 << 10;
+
+/// The rules a body read ahead at the edge is held to: the least rate, the
+/// longest it may stop, and the cap on its size.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyRules {
+    pub min_rate: Option<MinRate>,
+    pub stall: Duration,
+    pub cap: Option<u64>,
+}
+
+impl BodyRules {
+    /// How much of a request's body is read ahead: some for a declared,
+    /// non-empty length within the cap, of a request without `Expect` that
+    /// asks for no upgrade; `None` for the rest.
+    pub fn ahead(&self, length: Option<u64>, expects: bool, upgrade: bool) -> Option<u64> {
+        let length = length.filter(|&n| n > 0)?;
+        if expects || upgrade || self.cap.is_some_and(|cap| length > cap) {
+            return None;
+        }
+        Some(length.min(READ_AHEAD))
+    }
+
+    /// 408 for a body slower than the least rate.
+    pub fn too_slow(&self) -> EdgeError {
+        let rate = self.min_rate.unwrap_or(MinRate {
+            bytes: 0,
+            window: Duration::ZERO,
+        });
+        EdgeError::BodyTooSlow(rate.bytes, rate.window.as_secs())
+    }
+}
+
+/// On the front, after a connection's first head (which the gate holds):
+/// reads what [`BodyRules::ahead`] says of its body into the gate, under
+/// the least rate; what to answer instead if it was too slow or stalled,
+/// `Err(None)` if the connection failed. A body cut short is left for the
+/// proxy to answer as broken.
+pub(crate) async fn on_front<S: AsyncRead + Unpin>(
+    gate: &mut FramingGate<S>,
+    rules: &BodyRules,
+) -> Result<(), Option<EdgeError>> {
+    let Some(first) = gate.first_head() else {
+        return Ok(());
+    };
+    let Some(ahead) = rules.ahead(first.length, first.expects, first.upgrade) else {
+        return Ok(());
+    };
+    let end = first.head_end + ahead;
+    let mut windows = RateWindows::new(rules.min_rate, gate.read_end());
+    let mut moved = Instant::now();
+    while gate.read_end() < end {
+        let stalls = moved + rules.stall;
+        let wake = windows.end().map_or(stalls, |end| end.min(stalls));
+        match tokio::time::timeout_at(wake.into(), gate.read_more()).await {
+            Ok(Ok(0)) => return Ok(()),
+            Ok(Ok(_)) => moved = Instant::now(),
+            Ok(Err(_)) => return Err(None),
+            Err(_) if moved.elapsed() >= rules.stall => {
+                return Err(Some(EdgeError::BodyStalled(rules.stall.as_secs())));
+            }
+            Err(_) => {}
+        }
+        if windows.over() && windows.judge(gate.read_end(), false) {
+            return Err(Some(rules.too_slow()));
+        }
+    }
+    Ok(())
+}
+
+/// In the proxy: reads what [`BodyRules::ahead`] says of `body` under the
+/// least rate; what to answer instead when it fails, stalls or is too slow.
+pub(crate) async fn in_proxy(
+    body: &mut RequestBody,
+    watch: &mut BodyWatch,
+    rules: &BodyRules,
+) -> Option<EdgeError> {
+    let read = body.read_ahead(READ_AHEAD);
+    tokio::pin!(read);
+    let read = tokio::select! {
+        read = &mut read => read,
+        outcome = watch.ended_or_stalled(rules.stall, rules.min_rate) => match outcome {
+            BodyOutcome::Ended => read.await,
+            BodyOutcome::Stalled => return Some(EdgeError::BodyStalled(rules.stall.as_secs())),
+            BodyOutcome::TooSlow => return Some(rules.too_slow()),
+        },
+    };
+    match read {
+        Ok(()) => None,
+        Err(_) if watch.too_large() => Some(EdgeError::BodyTooLarge(rules.cap.unwrap_or_default())),
+        Err(_) => Some(EdgeError::BadRequestBody),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_declared_length_within_the_cap_is_read_ahead() {
+        let rules = |cap| BodyRules {
+            min_rate: None,
+            stall: Duration::from_secs(1),
+            cap,
+        };
+        let free = rules(None);
+        assert_eq!(free.ahead(Some(10), false, false), Some(10));
+        assert_eq!(
+            free.ahead(Some(100_000_000), false, false),
+            Some(READ_AHEAD)
+        );
+        assert_eq!(free.ahead(Some(0), false, false), None);
+        assert_eq!(free.ahead(None, false, false), None);
+        assert_eq!(free.ahead(Some(10), true, false), None);
+        assert_eq!(free.ahead(Some(10), false, true), None);
+        assert_eq!(rules(Some(10)).ahead(Some(10), false, false), Some(10));
+        assert_eq!(rules(Some(9)).ahead(Some(10), false, false), None);
+    }
+}
