@@ -26,7 +26,7 @@ pub use crate::rewrite::Scheme;
 use crate::rewrite::{drop_zone_cookies, requested_upgrade, rewrite_request, strip_hop_by_hop};
 use crate::route_table::{Lookup, RouteTable};
 use crate::upstream::{
-    self, RETRY_EVERY, ResponseBody, SendFailed, Upstream, UpstreamError, Waiting,
+    self, Outgoing, RETRY_EVERY, ResponseBody, SendFailed, Upstream, UpstreamError, Waiting,
 };
 
 /// What the edge answers with: an origin's streaming body or its own page.
@@ -184,7 +184,7 @@ impl Proxy {
     async fn send_or_wait(
         &self,
         mut upstream: Arc<Upstream>,
-        mut req: Request<RequestBody>,
+        mut req: Outgoing,
         peer: SocketAddr,
         arrived: tokio::time::Instant,
     ) -> (
@@ -267,7 +267,7 @@ impl Proxy {
                 HeaderValue::from_static("chunked"),
             );
         }
-        let req = Request::from_parts(parts, body);
+        let req = Box::new(Request::from_parts(parts, body));
 
         // The origin's time to answer runs from the end of the upload, so an
         // upload of any length passes; an upload that stops moving for as

@@ -85,8 +85,14 @@ pub enum UpstreamError {
 /// is back, when that is safe (see [`Upstream::send`]).
 pub struct SendFailed {
     pub error: UpstreamError,
-    pub again: Option<Request<RequestBody>>,
+    pub again: Option<Outgoing>,
 }
+
+/// A request on its way to an origin, boxed: it passes through several
+/// futures before hyper takes it, and each would hold a copy of its
+/// hundreds of bytes (a request's future grew to kilobytes, copied on
+/// every move).
+pub type Outgoing = Box<Request<RequestBody>>;
 
 /// One agent connection, as its previews' upstreams share it.
 pub struct AgentLink {
@@ -347,7 +353,7 @@ impl Upstream {
     /// its visitor gets 502 at once.
     pub async fn send(
         self: &Arc<Self>,
-        req: Request<RequestBody>,
+        req: Outgoing,
         client: SocketAddr,
     ) -> Result<(Response<Incoming>, Waiting), SendFailed> {
         let mut waiting = self
@@ -377,7 +383,7 @@ impl Upstream {
     /// connection.
     async fn send_watched(
         self: &Arc<Self>,
-        unsent: &mut Option<Request<RequestBody>>,
+        unsent: &mut Option<Outgoing>,
         expect: u8,
         client: SocketAddr,
     ) -> Result<Response<Incoming>, UpstreamError> {
@@ -385,14 +391,14 @@ impl Upstream {
             let Some(req) = unsent.take() else { break };
             conn.expect.store(expect, Ordering::Release);
             let mut guard = AbortUnlessAnswered(Some(conn.task.clone()));
-            match conn.sender.try_send_request(req).await {
+            match conn.sender.try_send_request(*req).await {
                 Ok(response) => {
                     guard.0 = None;
                     self.recycle(conn);
                     return Ok(response);
                 }
                 Err(mut failed) => match failed.take_message() {
-                    Some(req) => *unsent = Some(req),
+                    Some(req) => *unsent = Some(Box::new(req)),
                     None => return Err(failed.into_error().into()),
                 },
             }
@@ -415,7 +421,7 @@ impl Upstream {
         };
         conn.expect.store(expect, Ordering::Release);
         let mut guard = AbortUnlessAnswered(Some(conn.task.clone()));
-        let response = conn.sender.send_request(req).await?;
+        let response = conn.sender.send_request(*req).await?;
         guard.0 = None;
         self.recycle(conn);
         Ok(response)
