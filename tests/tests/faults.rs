@@ -117,9 +117,9 @@ async fn an_upload_longer_than_the_response_timeout_passes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_get_with_a_chunked_body_keeps_its_body() {
     let edge = TestEdge::start().await;
-    let agent = TestAgent::start(&edge, "alice").await;
-    let origin = Origin::start().await;
-    let created = agent.preview(origin.port, None).await;
+    let s = PreviewSetup::on(edge).await;
+    let edge = &s.edge;
+    let created = &s.created;
     for version in ["--http1.1", "--http2"] {
         let out = curl(
             &edge.ca(),
@@ -490,10 +490,10 @@ async fn the_per_preview_idle_cap_holds() {
         ..Default::default()
     })
     .await;
-    let agent = TestAgent::start(&edge, "alice").await;
-    let origin = Origin::start().await;
-    let created = agent.preview(origin.port, None).await;
-    burst(&edge, &created.url, 6).await;
+    let s = PreviewSetup::on(edge).await;
+    let (edge, origin) = (&s.edge, &s.origin);
+    let created = &s.created;
+    burst(edge, &created.url, 6).await;
     let settled = wait_until(Duration::from_secs(5), || {
         origin.open.load(Ordering::SeqCst) == 3
     })

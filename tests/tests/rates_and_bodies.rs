@@ -26,9 +26,9 @@ async fn a_body_over_the_cap_gets_413_declared_or_streamed() {
         ..Default::default()
     })
     .await;
-    let agent = TestAgent::start(&edge, "alice").await;
-    let origin = Origin::start().await;
-    let url = format!("{}/count", agent.preview(origin.port, None).await.url);
+    let s = PreviewSetup::on(edge).await;
+    let edge = &s.edge;
+    let url = s.url("/count");
     let (at, past) = (body_file(CAP), body_file(CAP + 1));
     let file = |f: &tempfile::NamedTempFile| format!("@{}", f.path().display());
     for (label, framing) in [
@@ -99,9 +99,9 @@ async fn requests_past_the_rate_of_an_address_get_429_with_retry_after() {
         ..Default::default()
     })
     .await;
-    let agent = TestAgent::start(&edge, "alice").await;
-    let origin = Origin::start().await;
-    let url = format!("{}/hello", agent.preview(origin.port, None).await.url);
+    let s = PreviewSetup::on(edge).await;
+    let edge = &s.edge;
+    let url = s.url("/hello");
     let ca = edge.ca();
 
     // A burst of ten seconds' worth passes; the rest is refused.
@@ -169,9 +169,9 @@ async fn requests_past_the_rate_of_a_preview_get_429_with_retry_after() {
         ..Default::default()
     })
     .await;
-    let agent = TestAgent::start(&edge, "alice").await;
-    let origin = Origin::start().await;
-    let created = agent.preview(origin.port, None).await;
+    let s = PreviewSetup::on(edge).await;
+    let (edge, agent) = (&s.edge, &s.agent);
+    let created = &s.created;
     let other_origin = Origin::start().await;
     let other = agent.preview(other_origin.port, None).await;
     let url = format!("{}/hello", created.url);
@@ -396,9 +396,9 @@ async fn a_body_held_back_for_the_accounts_bandwidth_is_not_too_slow() {
         ..Default::default()
     })
     .await;
-    let agent = TestAgent::start(&edge, "alice").await;
-    let origin = Origin::start().await;
-    let url = format!("{}/sha256", agent.preview(origin.port, None).await.url);
+    let s = PreviewSetup::on(edge).await;
+    let edge = &s.edge;
+    let url = s.url("/sha256");
     let data = pattern_bytes(24 << 10);
     let (out, took) = curl_post(&edge.ca(), &url, &data, &[]).await;
     eprintln!("alice: 24 KiB up at 8 KiB/s in {took:?}");
