@@ -116,6 +116,11 @@ pub struct AgentLink {
 pub struct Waiting {
     link: Arc<AgentLink>,
     dead: watch::Receiver<bool>,
+    /// The connection the response came on, to go back to its pool once
+    /// the response's body has ended (see [`Upstream::recycle`]).
+    conn: Option<(Arc<Upstream>, Pooled)>,
+    /// Whether the response's body ended.
+    ended: bool,
 }
 
 impl Waiting {
@@ -129,6 +134,10 @@ impl Drop for Waiting {
     fn drop(&mut self) {
         self.link.waiting.fetch_sub(1, Ordering::AcqRel);
         self.link.account_streams.fetch_sub(1, Ordering::AcqRel);
+        // A body dropped before its end leaves its connection to close.
+        if let (true, Some((upstream, conn))) = (self.ended, self.conn.take()) {
+            upstream.recycle(conn);
+        }
     }
 }
 
@@ -180,6 +189,8 @@ impl AgentLink {
         Ok(Waiting {
             link: self.clone(),
             dead: self.dead.subscribe(),
+            conn: None,
+            ended: false,
         })
     }
 
@@ -367,7 +378,10 @@ impl Upstream {
             () = waiting.gone() => Err(UpstreamError::AgentOffline),
         };
         match answered {
-            Ok(response) => Ok((response, waiting)),
+            Ok((response, conn)) => {
+                waiting.conn = Some((self.clone(), conn));
+                Ok((response, waiting))
+            }
             Err(error) if self.agent_gone() || matches!(error, UpstreamError::AgentOffline) => {
                 Err(SendFailed {
                     error: UpstreamError::AgentOffline,
@@ -380,13 +394,13 @@ impl Upstream {
 
     /// Sends the request in `unsent` (expecting an answer of the `expect`
     /// kind), which it leaves there until the request is handed to a
-    /// connection.
+    /// connection. The response head, and the connection it came on.
     async fn send_watched(
         self: &Arc<Self>,
         unsent: &mut Option<Outgoing>,
         expect: u8,
         client: SocketAddr,
-    ) -> Result<Response<Incoming>, UpstreamError> {
+    ) -> Result<(Response<Incoming>, Pooled), UpstreamError> {
         while let Some(mut conn) = self.take_idle() {
             let Some(req) = unsent.take() else { break };
             conn.expect.store(expect, Ordering::Release);
@@ -394,8 +408,7 @@ impl Upstream {
             match conn.sender.try_send_request(*req).await {
                 Ok(response) => {
                     guard.0 = None;
-                    self.recycle(conn);
-                    return Ok(response);
+                    return Ok((response, conn));
                 }
                 Err(mut failed) => match failed.take_message() {
                     Some(req) => *unsent = Some(Box::new(req)),
@@ -423,8 +436,7 @@ impl Upstream {
         let mut guard = AbortUnlessAnswered(Some(conn.task.clone()));
         let response = conn.sender.send_request(*req).await?;
         guard.0 = None;
-        self.recycle(conn);
-        Ok(response)
+        Ok((response, conn))
     }
 
     fn take_idle(&self) -> Option<Pooled> {
@@ -458,31 +470,36 @@ impl Upstream {
         }
     }
 
-    /// Puts a connection back in the pool once it is free again (its
-    /// response body read). Connections that end or upgrade, and those past
-    /// the budgets, are closed.
+    /// Puts a connection back in the pool once it is free again, after its
+    /// response's body ended: at once when hyper has it ready (the common
+    /// case: no task per request), else once it is. Connections that end
+    /// or upgrade, and those past the budgets, are closed.
     fn recycle(self: &Arc<Self>, mut conn: Pooled) {
+        if conn.sender.is_ready() {
+            return self.put_back(conn);
+        }
         let pool: Weak<Self> = Arc::downgrade(self);
         tokio::spawn(async move {
             if conn.sender.ready().await.is_err() {
                 return;
             }
-            let Some(upstream) = pool.upgrade() else {
-                return;
-            };
-            // Expired entries go in the route table's periodic sweep, not
-            // here: scanning the pool on every request cost ~2% of the
-            // edge's CPU (perf, 1 KiB GETs).
-            let mut idle = upstream.lock();
-            if idle.len() < upstream.link.settings.max_idle_per_preview
-                && upstream.link.reserve_idle()
-            {
-                idle.push(Idle {
-                    conn,
-                    since: Instant::now(),
-                });
+            if let Some(upstream) = pool.upgrade() {
+                upstream.put_back(conn);
             }
         });
+    }
+
+    fn put_back(&self, conn: Pooled) {
+        // Expired entries go in the route table's periodic sweep, not
+        // here: scanning the pool on every request cost ~2% of the edge's
+        // CPU (perf, 1 KiB GETs).
+        let mut idle = self.lock();
+        if idle.len() < self.link.settings.max_idle_per_preview && self.link.reserve_idle() {
+            idle.push(Idle {
+                conn,
+                since: Instant::now(),
+            });
+        }
     }
 
     /// Opens a stream to the agent, asks it to connect to the port (waiting
@@ -586,15 +603,17 @@ pub fn switched(upgraded: hyper::upgrade::Upgraded) -> Option<(TunnelStream, [By
 /// account's bandwidth bucket, when capped.
 pub struct ResponseBody {
     inner: Throttled<Incoming>,
-    _waiting: Waiting,
+    waiting: Waiting,
 }
 
 impl ResponseBody {
-    pub fn new(inner: Incoming, waiting: Waiting) -> Self {
+    pub fn new(inner: Incoming, mut waiting: Waiting) -> Self {
         let bucket = waiting.link.bandwidth.clone();
+        // A body empty from the start (204, a HEAD's) may never be polled.
+        waiting.ended = inner.is_end_stream();
         Self {
             inner: Throttled::new(inner, bucket),
-            _waiting: waiting,
+            waiting,
         }
     }
 }
@@ -607,7 +626,11 @@ impl Body for ResponseBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.waiting.ended = true;
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
