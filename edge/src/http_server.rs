@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::Request;
 use http::header::{self, HeaderValue};
@@ -280,6 +280,8 @@ impl HttpServer {
         } else {
             "no request"
         };
+        // One limit for the opening and the rest of the head together.
+        let deadline = Instant::now() + limit;
         let opening = read_opening(&mut stream);
         let stepped = start_step(what, peer, limit, &mut start.stop, opening).await;
         let (opening, preface) = match stepped {
@@ -300,7 +302,8 @@ impl HttpServer {
             }
             Ok::<_, std::io::Error>(())
         };
-        match start_step(what, peer, limit, &mut start.stop, head).await {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match start_step(what, peer, left, &mut start.stop, head).await {
             Ok(()) => {}
             Err(Unstarted::TimedOut) => {
                 gate.get_mut().socket().reset();

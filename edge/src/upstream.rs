@@ -514,7 +514,7 @@ impl Upstream {
         let limit = self.link.settings.connect_timeout;
         let opened = tokio::time::timeout(limit + wait, self.open_stream(client, wait))
             .await
-            .map_err(|_| UpstreamError::ConnectTimeout(limit.as_secs()))??;
+            .map_err(|_| UpstreamError::ConnectTimeout((limit + wait).as_secs()))??;
         let expect = Arc::new(AtomicU8::new(0));
         let checked = FramingGate::for_responses(opened, expect.clone(), RESPONSE_HEAD_LIMITS);
         // hyper's own limit on header fields is RESPONSE_HEAD_LIMITS' (set
@@ -627,7 +627,10 @@ impl Body for ResponseBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
+        // Trailers are a body's last frame: hyper's servers poll no
+        // further once they have them.
+        let trailers = matches!(&polled, Poll::Ready(Some(Ok(frame))) if frame.is_trailers());
+        if trailers || matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
             self.waiting.ended = true;
         }
         polled

@@ -101,6 +101,8 @@ pub struct Checker {
     first: Option<FirstHead>,
     /// The chunk-size or trailer line being read.
     line: Vec<u8>,
+    /// How far the head being read was searched for its blank line.
+    head_scanned: u64,
 }
 
 /// What checking a batch of bytes found.
@@ -131,6 +133,7 @@ impl Checker {
             heads: 0,
             first: None,
             line: Vec::new(),
+            head_scanned: 0,
         }
     }
 
@@ -175,7 +178,11 @@ impl Checker {
                 State::Aside | State::AwaitingAnswer => return Checked::ReadyTo(at),
                 State::Head => {
                     let start = self.message_start;
-                    match self.head(&bytes[(start - base) as usize..]) {
+                    let head = &bytes[(start - base) as usize..];
+                    if !self.head_may_be_whole(head) {
+                        return Checked::ReadyTo(start);
+                    }
+                    match self.head(head) {
                         Ok(None) => return Checked::ReadyTo(start),
                         Ok(Some(len)) => at = start + len as u64,
                         Err(refusal) => return self.refused(at, refusal),
@@ -255,6 +262,26 @@ impl Checker {
             State::Head => Checked::ReadyTo(self.message_start.min(end)),
             _ => Checked::ReadyTo(end),
         }
+    }
+
+    /// Whether `head` (the bytes from the start of the head being read)
+    /// holds a blank line, or is past the size limit: only then is it
+    /// parsed. Only the bytes new since the last look are searched (and 2
+    /// before them), so a head that trickles in costs a linear scan and
+    /// one parse, not a parse per read.
+    fn head_may_be_whole(&mut self, head: &[u8]) -> bool {
+        if head.len() > self.limits.max_head_bytes {
+            return true;
+        }
+        let start = self.message_start;
+        let seen = usize::try_from(self.head_scanned.saturating_sub(start)).unwrap_or(usize::MAX);
+        let from = seen.saturating_sub(2).min(head.len());
+        let new = &head[from..];
+        let blank = new.windows(2).any(|w| w == b"\n\n") || new.windows(3).any(|w| w == b"\n\r\n");
+        if !blank {
+            self.head_scanned = start + head.len() as u64;
+        }
+        blank
     }
 
     fn refused(&mut self, at: u64, refusal: Refusal) -> Checked {
@@ -797,6 +824,32 @@ mod tests {
             panic!("a chunk-size line one past the limit passed");
         };
         assert!(refusal.message.contains("too long"), "{}", refusal.message);
+    }
+
+    /// A head that trickles in a byte at a time costs a scan of each new
+    /// byte and one parse, not a parse of the whole head per byte (64 KiB
+    /// one byte at a time took seconds that way).
+    #[test]
+    fn a_trickled_head_is_parsed_once() {
+        let limits = HeadLimits {
+            max_head_bytes: 64 << 10,
+            max_headers: 100,
+        };
+        let mut head = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        head.resize((64 << 10) - 4, b'a');
+        head.extend_from_slice(b"\r\n\r\n");
+        let mut checker = Checker::new(limits);
+        let started = std::time::Instant::now();
+        let mut checked = 0;
+        for end in 1..=head.len() {
+            match checker.check(&head[..end], 0, checked) {
+                Checked::ReadyTo(to) => checked = checker.resume_at(to, end as u64),
+                refused => panic!("{refused:?}"),
+            }
+        }
+        assert_eq!(checker.heads(), 1);
+        let took = started.elapsed();
+        assert!(took < std::time::Duration::from_secs(1), "took {took:?}");
     }
 
     /// Bytes fed in pieces of every size are checked as if whole.
