@@ -25,7 +25,25 @@ use tracing::{debug, warn};
 
 use crate::agent::{Agent, PreviewError};
 use crate::api::{ApiError, PreviewDeleted, PreviewRequest};
-pub use calvin_common::unix_socket::{SocketError, bind, check_private_dir, default_socket_path};
+pub use calvin_common::unix_socket::default_socket_path;
+use calvin_common::unix_socket::{self, SocketError};
+
+/// Binds the agent's control socket (see [`unix_socket::bind`]). Its
+/// default folder may sit in /tmp: when it exists already it must be this
+/// user's alone. A live socket there is another agent's.
+pub async fn bind(path: &std::path::Path) -> anyhow::Result<UnixListener> {
+    if path == default_socket_path()
+        && let Some(dir) = path.parent().filter(|dir| dir.exists())
+    {
+        unix_socket::check_private_dir(dir)?;
+    }
+    unix_socket::bind(path).await.map_err(|err| match err {
+        SocketError::InUse(path) => {
+            anyhow::anyhow!("another calvin-agent already serves {}", path.display())
+        }
+        other => other.into(),
+    })
+}
 
 /// The largest request body the API reads.
 pub const MAX_BODY: usize = 64 * 1024;

@@ -19,7 +19,7 @@ pub fn default_socket_path() -> PathBuf {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {
-    #[error("another calvin-agent already serves {0}")]
+    #[error("another process already serves {0}")]
     InUse(PathBuf),
     #[error(
         "{0} must be a folder of yours that only you can use (owner you, mode 0700); another user could have made it"
@@ -29,22 +29,21 @@ pub enum SocketError {
     Io { path: PathBuf, source: io::Error },
 }
 
-/// Binds the control socket: its folder is made 0700 if missing, a stale
+/// Binds a private Unix socket: its folder is made 0700 if missing, a stale
 /// socket file is replaced, a live one is an error, and the socket is 0600.
+/// (Whether an existing folder is private enough is the caller's to say:
+/// see [`check_private_dir`].)
 pub async fn bind(path: &Path) -> Result<UnixListener, SocketError> {
     let io_err = |source| SocketError::Io {
         path: path.to_owned(),
         source,
     };
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        if !dir.exists() {
-            std::fs::create_dir_all(dir).map_err(io_err)?;
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-                .map_err(io_err)?;
-        } else if path == default_socket_path() {
-            // The default folder may sit in /tmp: it must be ours alone.
-            check_private_dir(dir)?;
-        }
+    if let Some(dir) = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty() && !d.exists())
+    {
+        std::fs::create_dir_all(dir).map_err(io_err)?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(io_err)?;
     }
     if path.exists() {
         if tokio::net::UnixStream::connect(path).await.is_ok() {
