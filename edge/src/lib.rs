@@ -453,4 +453,4 @@ fn quic_endpoint(
         .map_err(QuicBindError::Io)
 }
 
-pub use calvin_common::quic::{UDP_BUFFER, udp_socket};
+pub use calvin_common::quic::udp_socket;

@@ -7,10 +7,8 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::cert_store::CertStore;
-pub use calvin_common::quic::{
-    AGENT_STREAMS, MAX_UDP_PAYLOAD, agent_transport_config, endpoint_config, is_loopback, provider,
-    transport_config,
-};
+use calvin_common::quic::{AGENT_STREAMS, transport_config};
+pub use calvin_common::quic::{endpoint_config, is_loopback, provider};
 
 /// A certificate chain and its private key.
 pub struct TlsMaterial {

@@ -37,7 +37,7 @@ pub const QUERY_MAX: usize = 500;
 const URL_MAX: usize = 2_000;
 /// An emoji name's length at most.
 pub const EMOJI_MAX: usize = 100;
-pub use crate::session::DMS_PER_RECIPIENT;
+use crate::session::DMS_PER_RECIPIENT;
 /// What the DM prompt shows of the message.
 const DM_PREVIEW_CHARS: usize = 300;
 

@@ -10,11 +10,10 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::{Value, json};
 
 use crate::card;
-use crate::chat_tools::{
-    DMS_PER_RECIPIENT, EMOJI_MAX, HISTORY_MESSAGES, QUERY_MAX, SEARCH_RESULTS, THREAD_MESSAGES,
-};
+use crate::chat_tools::{EMOJI_MAX, HISTORY_MESSAGES, QUERY_MAX, SEARCH_RESULTS, THREAD_MESSAGES};
 use crate::checkout::MAX_REPOS;
 use crate::secret_request::{NAME_MAX, REASON_CHARS};
+use crate::session::DMS_PER_RECIPIENT;
 use crate::session::limit_of;
 use crate::spawn::TASK_CHARS;
 use crate::threads::{MAX_CHARS, MAX_MESSAGE_CHARS, MAX_POST_CHARS, MAX_REPLIES};

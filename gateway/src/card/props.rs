@@ -306,7 +306,10 @@ impl<'a> Props<'a> {
         let mut columns = Vec::new();
         let mut column_count = None;
         match self.get("columns") {
-            None => self.missing("columns", "an array of 1 to 20 column names"),
+            None => self.missing(
+                "columns",
+                &format!("an array of 1 to {MAX_TABLE_COLUMNS} column names"),
+            ),
             Some(Value::Array(items)) => {
                 column_count = Some(items.len());
                 if items.is_empty() {
