@@ -25,9 +25,7 @@ use crate::request_body::{BodyOutcome, MinRate, RequestBody};
 pub use crate::rewrite::Scheme;
 use crate::rewrite::{drop_zone_cookies, requested_upgrade, rewrite_request, strip_hop_by_hop};
 use crate::route_table::{Lookup, RouteTable};
-use crate::upstream::{
-    self, Outgoing, RETRY_EVERY, ResponseBody, SendFailed, Upstream, UpstreamError, Waiting,
-};
+use crate::upstream::{self, Outgoing, ResponseBody, SendFailed, Upstream, UpstreamError, Waiting};
 
 /// What the edge answers with: an origin's streaming body or its own page.
 pub type Body = Either<ResponseBody, Full<Bytes>>;
@@ -161,10 +159,8 @@ impl Proxy {
             woken.as_mut().enable();
             let until = match self.routes.lookup(name) {
                 // The agent found gone may not have left the table yet: its
-                // leaving is a change too, and the wait is short anyway.
-                Lookup::Live(upstream) if upstream.agent_gone() => {
-                    deadline.min(tokio::time::Instant::now() + RETRY_EVERY)
-                }
+                // leaving is a change too, which wakes this.
+                Lookup::Live(upstream) if upstream.agent_gone() => deadline,
                 Lookup::Live(upstream) => return Some(upstream),
                 Lookup::Offline => deadline,
                 Lookup::Unknown => return None,
@@ -356,7 +352,7 @@ impl Proxy {
         &self,
         name: &PreviewName,
         mut response: Response<Incoming>,
-        waiting: Waiting,
+        mut waiting: Waiting,
         upgrade: Option<Upgrade>,
     ) -> Result<Response<Body>, EdgeError> {
         // The origin's HTTP version is its own; the visitor's connection has
@@ -373,6 +369,8 @@ impl Proxy {
                     "the server switched protocols without being asked".into(),
                 ));
             };
+            // The connection is the upgrade's now, never the pool's.
+            waiting.leave_connection();
             let origin_upgrade = hyper::upgrade::on(&mut response);
             tokio::spawn(splice_upgraded(
                 upgrade.visitor,

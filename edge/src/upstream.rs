@@ -60,8 +60,9 @@ pub struct UpstreamSettings {
     pub bandwidth: Buckets,
 }
 
-/// How often a request waiting for a server (or an agent) tries again.
-pub const RETRY_EVERY: Duration = Duration::from_millis(200);
+/// How often a request waiting for a server asks an agent older than
+/// `StreamHeader::wait_ms` again.
+const RETRY_EVERY: Duration = Duration::from_millis(200);
 
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
@@ -124,6 +125,12 @@ pub struct Waiting {
 }
 
 impl Waiting {
+    /// Keeps the response's connection out of the pool (it switched
+    /// protocols).
+    pub fn leave_connection(&mut self) {
+        self.conn = None;
+    }
+
     /// Resolves if the agent stops answering.
     pub async fn gone(&mut self) {
         let _ = self.dead.wait_for(|dead| *dead).await;

@@ -177,7 +177,7 @@ impl<S> FramingGate<S> {
                 refusal,
                 passed,
             } => {
-                self.checked = self.base + self.pending.len() as u64;
+                self.checked = self.read_end();
                 if let Role::Response(_) = self.checker.role {
                     // Nothing of a refused response is handed on.
                     self.ready = if message >= self.base { message } else { at };
@@ -213,7 +213,7 @@ impl<S: AsyncRead + Unpin> FramingGate<S> {
         if n == 0 {
             // The visitor is done: whatever it sent is hyper's.
             self.eof = true;
-            self.ready = self.base + self.pending.len() as u64;
+            self.ready = self.read_end();
         } else {
             self.run_checker();
         }
