@@ -55,9 +55,7 @@ pub struct Origin {
     pub accepted: Arc<AtomicUsize>,
     /// Connections open now.
     pub open: Arc<AtomicUsize>,
-    /// Request heads received so far.
-    pub requests: Arc<AtomicUsize>,
-    /// The same count, to wait on.
+    /// Request heads received so far (see [`Origin::requests`]).
     seen: tokio::sync::watch::Sender<usize>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -91,9 +89,7 @@ impl Origin {
         let port = listener.local_addr().expect("origin addr").port();
         let accepted = Arc::new(AtomicUsize::new(0));
         let open = Arc::new(AtomicUsize::new(0));
-        let requests = Arc::new(AtomicUsize::new(0));
         let (count_accepted, count_open) = (accepted.clone(), open.clone());
-        let count_requests = requests.clone();
         let seen = tokio::sync::watch::Sender::new(0);
         let count_seen = seen.clone();
         let task = tokio::spawn(async move {
@@ -105,10 +101,9 @@ impl Origin {
                 count_accepted.fetch_add(1, Ordering::SeqCst);
                 count_open.fetch_add(1, Ordering::SeqCst);
                 let open = count_open.clone();
-                let (requests, seen) = (count_requests.clone(), count_seen.clone());
+                let seen = count_seen.clone();
                 let service = service_fn(move |req| {
-                    let n = requests.fetch_add(1, Ordering::SeqCst) + 1;
-                    seen.send_modify(|seen| *seen = (*seen).max(n));
+                    seen.send_modify(|seen| *seen += 1);
                     handle(req)
                 });
                 tokio::spawn(async move {
@@ -124,10 +119,14 @@ impl Origin {
             port,
             accepted,
             open,
-            requests,
             seen,
             task,
         }
+    }
+
+    /// Request heads received so far.
+    pub fn requests(&self) -> usize {
+        *self.seen.borrow()
     }
 
     /// Waits until the origin has received `n` request heads in all (the
@@ -140,7 +139,7 @@ impl Origin {
         assert!(
             matches!(waited, Ok(Ok(_))),
             "the origin saw {} requests, not {n}, within 10 s",
-            self.requests.load(Ordering::SeqCst)
+            self.requests()
         );
     }
 

@@ -10,7 +10,6 @@ use calvin_tests::gateway::{
 use calvin_tests::{Origin, TestAgent, TestEdge, binary, curl};
 use serde_json::{Value, json};
 
-/// What a self-hosted gateway without a workspace definition lists.
 /// The chat-thread family (claude-threads-mcp-tools.txt), in every mode.
 const FAMILY: [&str; 8] = [
     "permission_prompt",

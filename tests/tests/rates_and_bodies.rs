@@ -211,7 +211,7 @@ async fn an_account_past_its_requests_under_way_gets_503_for_the_rest() {
 
     // Two slow requests hold the account's two slots; a third, even to
     // another preview of the account, is refused until they are done.
-    let before = origin.requests.load(std::sync::atomic::Ordering::SeqCst);
+    let before = origin.requests();
     let slow: Vec<_> = (0..2)
         .map(|_| {
             let (ca, url) = (ca.clone(), format!("{url}/slow?ms=1500"));

@@ -2,7 +2,6 @@
 //! timeout and the body's minimum rate while other visitors go on, and the
 //! edge's accept loop lives through running out of file descriptors.
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use calvin_edge::Limits;
@@ -332,7 +331,7 @@ async fn a_slow_post_of_declared_length_never_reaches_the_origin() {
         ),
     ];
     for (case, extra) in cases {
-        let before = origin.requests.load(Ordering::SeqCst);
+        let before = origin.requests();
         let url = match case {
             "plain HTTP, first request" => format!("{http}/count"),
             _ => format!("{https}/count"),
@@ -341,7 +340,7 @@ async fn a_slow_post_of_declared_length_never_reaches_the_origin() {
         args.extend(extra);
         args.extend(["--data-binary", &upload, &url]);
         let out = curl(&edge.ca(), &args).await;
-        let reached = origin.requests.load(Ordering::SeqCst) - before;
+        let reached = origin.requests() - before;
         eprintln!("{case}: {}, the origin got {reached}", out.status);
         assert_eq!(out.status, 408, "{case}: {out:?}");
         assert_eq!(
@@ -355,22 +354,22 @@ async fn a_slow_post_of_declared_length_never_reaches_the_origin() {
     // HTTP/2, from hyper: curl 7.88 sleeping for its --limit-rate reads
     // the answer only after the edge has reset the unread upload, and then
     // reports the reset instead of the answer.
-    let before = origin.requests.load(Ordering::SeqCst);
+    let before = origin.requests();
     let status = h2_slow_post(&edge, &name).await;
-    let reached = origin.requests.load(Ordering::SeqCst) - before;
+    let reached = origin.requests() - before;
     eprintln!("HTTPS, HTTP/2: {status}, the origin got {reached}");
     assert_eq!((status, reached), (408, 0), "HTTPS, HTTP/2");
 
     // A later request on a plain-HTTP connection (the proxy reads it, not
     // the front): a GET, then the slow POST, one byte every 500 ms.
-    let before = origin.requests.load(Ordering::SeqCst);
+    let before = origin.requests();
     let host = format!("{name}.{DOMAIN}");
     let opening = format!(
         "GET /hello HTTP/1.1\r\nHost: {host}\r\n\r\n\
          POST /count HTTP/1.1\r\nHost: {host}\r\nContent-Length: 100000\r\n\r\n"
     );
     let (took, said) = trickle(edge.http, opening, b"a").await;
-    let reached = origin.requests.load(Ordering::SeqCst) - before;
+    let reached = origin.requests() - before;
     eprintln!("plain HTTP, second request: closed after {took:?}, the origin got {reached}");
     assert!(said.starts_with("HTTP/1.1 200 "), "{said}");
     assert!(
@@ -418,13 +417,13 @@ async fn the_edge_reads_64_kib_ahead_and_no_more() {
                 let n = tcp.read(&mut answer).await.expect("read");
                 assert!(answer[..n].starts_with(b"HTTP/1.1 200 "));
             }
-            let before = origin.requests.load(Ordering::SeqCst);
+            let before = origin.requests();
             let head =
                 format!("POST /count HTTP/1.1\r\nHost: {host}\r\nContent-Length: {length}\r\n\r\n");
             tcp.write_all(head.as_bytes()).await.expect("head");
             tcp.write_all(&pattern_bytes(sent)).await.expect("body");
             let got = eventually(Duration::from_secs(3), || async {
-                (origin.requests.load(Ordering::SeqCst) > before).then_some(())
+                (origin.requests() > before).then_some(())
             })
             .await
             .is_some();

@@ -11,41 +11,16 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_tungstenite::tungstenite::Message;
 
-/// An edge, an agent of alice, an origin and its preview.
-struct Setup {
-    edge: TestEdge,
-    agent: TestAgent,
-    origin: Origin,
-    name: String,
-    url: String,
-}
-
-async fn setup() -> Setup {
-    let PreviewSetup {
-        edge,
-        agent,
-        origin,
-        created,
-    } = PreviewSetup::start().await;
-    Setup {
-        url: created.url,
-        name: created.name,
-        edge,
-        agent,
-        origin,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_over_https_and_plain_http() {
-    let s = setup().await;
-    let out = curl(&s.edge.ca(), &[&format!("{}/hello", s.url)]).await;
+    let s = PreviewSetup::start().await;
+    let out = curl(&s.edge.ca(), &[&format!("{}/hello", s.created.url)]).await;
     assert_eq!(out.status, 200, "{out:?}");
     assert_eq!(out.text(), "hello from origin\n");
 
     let out = curl(
         &s.edge.ca(),
-        &[&format!("{}/hello", s.edge.http_url(&s.name))],
+        &[&format!("{}/hello", s.edge.http_url(&s.created.name))],
     )
     .await;
     assert_eq!(out.status, 200, "{out:?}");
@@ -55,22 +30,34 @@ async fn get_over_https_and_plain_http() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_from_curl() {
-    let s = setup().await;
-    let out = curl(&s.edge.ca(), &["--http2", &format!("{}/hello", s.url)]).await;
+    let s = PreviewSetup::start().await;
+    let out = curl(
+        &s.edge.ca(),
+        &["--http2", &format!("{}/hello", s.created.url)],
+    )
+    .await;
     assert_eq!(out.status, 200, "{out:?}");
     assert_eq!(out.http_version, "2");
     assert_eq!(out.text(), "hello from origin\n");
-    let out = curl(&s.edge.ca(), &["--http1.1", &format!("{}/hello", s.url)]).await;
+    let out = curl(
+        &s.edge.ca(),
+        &["--http1.1", &format!("{}/hello", s.created.url)],
+    )
+    .await;
     assert_eq!(out.http_version, "1.1");
     assert_eq!(out.text(), "hello from origin\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn download_64_mib_byte_identical() {
-    let s = setup().await;
+    let s = PreviewSetup::start().await;
     const LEN: usize = 64 << 20;
     for version in ["--http1.1", "--http2"] {
-        let out = curl(&s.edge.ca(), &[version, &format!("{}/bytes/{LEN}", s.url)]).await;
+        let out = curl(
+            &s.edge.ca(),
+            &[version, &format!("{}/bytes/{LEN}", s.created.url)],
+        )
+        .await;
         assert_eq!(out.status, 200, "{version}: {}", out.stderr);
         assert_eq!(out.body.len(), LEN, "{version}");
         assert!(out.body == pattern_bytes(LEN), "{version}: bytes differ");
@@ -87,13 +74,17 @@ fn upload_file(len: usize) -> (tempfile::NamedTempFile, Vec<u8>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn post_10_mib_echo_and_chunked_upload_byte_identical() {
-    let s = setup().await;
+    let s = PreviewSetup::start().await;
     let (file, data) = upload_file(10 << 20);
     let at_file = format!("@{}", file.path().display());
 
     let out = curl(
         &s.edge.ca(),
-        &["--data-binary", &at_file, &format!("{}/echo", s.url)],
+        &[
+            "--data-binary",
+            &at_file,
+            &format!("{}/echo", s.created.url),
+        ],
     )
     .await;
     assert_eq!(out.status, 200, "{}", out.stderr);
@@ -113,7 +104,7 @@ async fn post_10_mib_echo_and_chunked_upload_byte_identical() {
                 "Transfer-Encoding: chunked",
                 "--data-binary",
                 &at_file,
-                &format!("{}/sha256", s.url),
+                &format!("{}/sha256", s.created.url),
             ],
         )
         .await;
@@ -131,7 +122,7 @@ async fn post_10_mib_echo_and_chunked_upload_byte_identical() {
             "Transfer-Encoding: chunked",
             "--data-binary",
             &at_file,
-            &format!("{}/echo", s.url),
+            &format!("{}/echo", s.created.url),
         ],
     )
     .await;
@@ -162,14 +153,14 @@ async fn event_arrivals(ca: &std::path::Path, args: &[&str]) -> Vec<(String, Dur
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_arrive_when_written_whatever_the_content_type() {
-    let s = setup().await;
+    let s = PreviewSetup::start().await;
     for (version, query) in [
         ("--http1.1", ""),
         ("--http2", ""),
         ("--http1.1", "?type=application%2Foctet-stream"),
         ("--http2", "?type=text%2Fplain"),
     ] {
-        let url = format!("{}/events{query}", s.url);
+        let url = format!("{}/events{query}", s.created.url);
         let arrivals = event_arrivals(&s.edge.ca(), &[version, &url]).await;
         let lines: Vec<&str> = arrivals.iter().map(|(l, _)| l.as_str()).collect();
         assert_eq!(
@@ -193,8 +184,8 @@ fn tls_client(ca: &std::path::Path) -> tokio_rustls::TlsConnector {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn websocket_echo_of_a_70_kb_binary_frame() {
-    let s = setup().await;
-    let host = format!("{}.{DOMAIN}", s.name);
+    let s = PreviewSetup::start().await;
+    let host = format!("{}.{DOMAIN}", s.created.name);
     let frame: Vec<u8> = (0..70_000u32).map(|i| (i % 253) as u8).collect();
 
     // Over HTTPS...
@@ -241,7 +232,7 @@ async fn websocket_echo_of_a_70_kb_binary_frame() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forwarding_headers_are_the_edges_own() {
-    let s = setup().await;
+    let s = PreviewSetup::start().await;
     let out = curl(
         &s.edge.ca(),
         &[
@@ -256,7 +247,7 @@ async fn forwarding_headers_are_the_edges_own() {
             "-H",
             "Connection: X-Forwarded-For",
             "--http1.1",
-            &format!("{}/headers", s.url),
+            &format!("{}/headers", s.created.url),
         ],
     )
     .await;
@@ -269,7 +260,7 @@ async fn forwarding_headers_are_the_edges_own() {
             .map(|(_, v)| v.as_str())
             .collect()
     };
-    let host = format!("{}.{DOMAIN}:{}", s.name, s.edge.https.port());
+    let host = format!("{}.{DOMAIN}:{}", s.created.name, s.edge.https.port());
     assert_eq!(all("x-forwarded-for"), ["127.0.0.1"]);
     assert_eq!(all("x-forwarded-proto"), ["https"]);
     assert_eq!(all("x-forwarded-host"), [host.as_str()]);
@@ -285,7 +276,7 @@ async fn forwarding_headers_are_the_edges_own() {
         &[
             "-H",
             "X-Forwarded-For: 6.6.6.6",
-            &format!("{}/headers", s.edge.http_url(&s.name)),
+            &format!("{}/headers", s.edge.http_url(&s.created.name)),
         ],
     )
     .await;
@@ -303,7 +294,7 @@ async fn forwarding_headers_are_the_edges_own() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_names_get_404_and_foreign_hosts_421() {
-    let s = setup().await;
+    let s = PreviewSetup::start().await;
     let out = curl(&s.edge.ca(), &[&s.edge.url("no-such-preview")]).await;
     assert_eq!(out.status, 404);
     assert_eq!(out.text(), "no preview named no-such-preview\n");
@@ -332,7 +323,7 @@ async fn unknown_names_get_404_and_foreign_hosts_421() {
     for url in [
         format!("https://{DOMAIN}:{https}/"),
         format!("http://{DOMAIN}:{http}/"),
-        format!("http://a.{}.{DOMAIN}:{http}/", s.name),
+        format!("http://a.{}.{DOMAIN}:{http}/", s.created.name),
     ] {
         let out = curl(&s.edge.ca(), &[&url]).await;
         assert_eq!(out.status, 404, "{url}");
@@ -358,7 +349,7 @@ async fn unknown_names_get_404_and_foreign_hosts_421() {
             .starts_with("misdirected request: example.com is not served here")
     );
     // And a name the same edge serves still works afterwards.
-    let out = curl(&s.edge.ca(), &[&format!("{}/hello", s.url)]).await;
+    let out = curl(&s.edge.ca(), &[&format!("{}/hello", s.created.url)]).await;
     assert_eq!(out.status, 200);
 }
 
@@ -512,24 +503,31 @@ async fn two_accounts_cannot_share_a_name() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unpreview_takes_the_url_down() {
-    let s = setup().await;
-    let out = curl(&s.edge.ca(), &[&format!("{}/hello", s.url)]).await;
+    let s = PreviewSetup::start().await;
+    let out = curl(&s.edge.ca(), &[&format!("{}/hello", s.created.url)]).await;
     assert_eq!(out.status, 200);
 
     let answer = s
         .agent
         .client()
-        .unpreview(&s.name)
+        .unpreview(&s.created.name)
         .await
         .expect("unpreview");
     assert_eq!(answer.status, 200);
-    let out = curl(&s.edge.ca(), &[&format!("{}/hello", s.url)]).await;
+    let out = curl(&s.edge.ca(), &[&format!("{}/hello", s.created.url)]).await;
     assert_eq!(out.status, 404);
-    assert_eq!(out.text(), format!("no preview named {}\n", s.name));
+    assert_eq!(out.text(), format!("no preview named {}\n", s.created.name));
 
-    let (status, err) = api_error(s.agent.client().unpreview(&s.name).await.expect("answer")).await;
+    let (status, err) = api_error(
+        s.agent
+            .client()
+            .unpreview(&s.created.name)
+            .await
+            .expect("answer"),
+    )
+    .await;
     assert_eq!((status, err.code.as_str()), (404, "unknown_name"));
-    assert_eq!(err.error, format!("no preview named {}", s.name));
+    assert_eq!(err.error, format!("no preview named {}", s.created.name));
     let list = s.agent.list().await;
     assert!(list.previews.is_empty());
     drop(s.origin);
@@ -537,10 +535,10 @@ async fn unpreview_takes_the_url_down() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopped_agent_reads_offline() {
-    let s = setup().await;
+    let s = PreviewSetup::start().await;
     s.agent.stop().await;
     let ca = s.edge.ca();
-    let url = s.url.clone();
+    let url = s.created.url.clone();
     let out = eventually(Duration::from_secs(5), || {
         let (ca, url) = (ca.clone(), url.clone());
         async move {
@@ -555,7 +553,7 @@ async fn stopped_agent_reads_offline() {
         out.text(),
         format!(
             "preview {} is offline: the computer serving it is not connected\n",
-            s.name
+            s.created.name
         )
     );
 }
@@ -594,13 +592,13 @@ async fn slow_origin_gets_504() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ls_lists_names_ports_and_urls() {
-    let s = setup().await;
+    let s = PreviewSetup::start().await;
     let list = s.agent.list().await;
     assert!(list.connected);
     assert_eq!(list.previews.len(), 1);
-    assert_eq!(list.previews[0].name, s.name);
+    assert_eq!(list.previews[0].name, s.created.name);
     assert_eq!(list.previews[0].port, s.origin.port);
-    assert_eq!(list.previews[0].url, s.url);
+    assert_eq!(list.previews[0].url, s.created.url);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
