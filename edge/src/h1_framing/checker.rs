@@ -707,51 +707,97 @@ mod tests {
 
     /// The read-ahead rule the front applies to a first request (moved
     /// here from the front with the same cases: the front now asks the
-    /// checker that parsed the head, and the one read-ahead policy).
+    /// checker that parsed the head, and the one read-ahead policy). Each
+    /// case says why nothing is read ahead: the rule declines a head that
+    /// passed, or the checker refused it, or it is not whole yet.
     #[test]
     fn the_front_reads_ahead_only_a_plain_declared_length() {
-        fn end(head: &str, cap: Option<u64>) -> Option<u64> {
+        #[derive(Debug, PartialEq)]
+        enum Front {
+            ReadsTo(u64),
+            Declines,
+            Refused,
+            Waits,
+        }
+        fn front(head: &str, cap: Option<u64>) -> Front {
             let mut checker = Checker::new(limits());
-            checker.check(head.as_bytes(), 0, 0);
-            let first = checker.first_head()?;
+            if let Checked::Refused { .. } = checker.check(head.as_bytes(), 0, 0) {
+                return Front::Refused;
+            }
+            let Some(first) = checker.first_head() else {
+                return Front::Waits;
+            };
             let rules = crate::read_ahead::BodyRules {
                 min_rate: None,
                 stall: std::time::Duration::from_secs(1),
                 cap,
             };
-            let ahead = rules.ahead(first.length, first.expects, first.upgrade)?;
-            Some(first.head_end + ahead)
+            match rules.ahead(first.length, first.expects, first.upgrade) {
+                Some(ahead) => Front::ReadsTo(first.head_end + ahead),
+                None => Front::Declines,
+            }
         }
         let head = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n";
-        assert_eq!(end(head, None), Some(head.len() as u64 + 10));
+        assert_eq!(front(head, None), Front::ReadsTo(head.len() as u64 + 10));
         // At most READ_AHEAD of a long body, and the cap is kept.
         let long = "POST / HTTP/1.1\r\nContent-Length: 100000000\r\n\r\n";
-        assert_eq!(end(long, None), Some(long.len() as u64 + 65_536));
-        assert_eq!(
-            end(long, Some(100_000_000)),
-            Some(long.len() as u64 + 65_536)
-        );
-        assert_eq!(end(long, Some(99_999_999)), None);
-        for left_alone in [
-            "GET / HTTP/1.1\r\nHost: a\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 10\r\nContent-Length: 10\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: +10\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 1 0\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: \r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 10\r\nTransfer-Encoding: chunked\r\n\r\n",
-            "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 10\r\nUpgrade: websocket\r\n\r\n",
-            "CONNECT a:443 HTTP/1.1\r\nContent-Length: 10\r\n\r\n",
-            "POST / HTTP/1.1\r\nContent-Length: 10\r\n",
-            "POST / HTTP/1.1\r\nContent Length: 10\r\n\r\n",
+        let most = Front::ReadsTo(long.len() as u64 + 65_536);
+        assert_eq!(front(long, None), most);
+        assert_eq!(front(long, Some(100_000_000)), most);
+        assert_eq!(front(long, Some(99_999_999)), Front::Declines);
+        for (head, why) in [
+            ("GET / HTTP/1.1\r\nHost: a\r\n\r\n", Front::Declines),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n",
+                Front::Declines,
+            ),
+            (
+                "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+                Front::Declines,
+            ),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n",
+                Front::Declines,
+            ),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: 10\r\nUpgrade: websocket\r\n\r\n",
+                Front::Declines,
+            ),
+            (
+                "CONNECT a:443 HTTP/1.1\r\nContent-Length: 10\r\n\r\n",
+                Front::Declines,
+            ),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: 10\r\nContent-Length: 10\r\n\r\n",
+                Front::Refused,
+            ),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: +10\r\n\r\n",
+                Front::Refused,
+            ),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: 1 0\r\n\r\n",
+                Front::Refused,
+            ),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: \r\n\r\n",
+                Front::Refused,
+            ),
+            (
+                "POST / HTTP/1.1\r\nContent-Length: 10\r\nTransfer-Encoding: chunked\r\n\r\n",
+                Front::Refused,
+            ),
+            (
+                "POST / HTTP/1.1\r\nContent Length: 10\r\n\r\n",
+                Front::Refused,
+            ),
+            ("POST / HTTP/1.1\r\nContent-Length: 10\r\n", Front::Waits),
         ] {
-            assert_eq!(end(left_alone, None), None, "{left_alone:?}");
+            assert_eq!(front(head, None), why, "{head:?}");
         }
         // Only the first request counts.
         let second = "GET / HTTP/1.1\r\n\r\nPOST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n";
-        assert_eq!(end(second, None), None);
+        assert_eq!(front(second, None), Front::Declines);
     }
 
     /// What a request stream is checked to, by case: how far it may go on
