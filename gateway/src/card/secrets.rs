@@ -11,14 +11,19 @@ use super::problem::{Problem, SPEC};
 const SECRET_MESSAGE: &str = "contains the value of one of the session's secrets";
 const REDACTED: &str = "[redacted]";
 
-/// Adds one problem per element and field (or key of the spec) that holds
-/// the value of a non-empty secret; the problem does not repeat it.
-pub(super) fn scan_secrets(spec: &Value, secrets: &[String], problems: &mut Vec<Problem>) {
-    let secrets: Vec<&str> = secrets
+/// The secrets worth looking for: an empty value is in every text.
+fn non_empty(secrets: &[String]) -> Vec<&str> {
+    secrets
         .iter()
         .map(String::as_str)
         .filter(|s| !s.is_empty())
-        .collect();
+        .collect()
+}
+
+/// Adds one problem per element and field (or key of the spec) that holds
+/// the value of a non-empty secret; the problem does not repeat it.
+pub(super) fn scan_secrets(spec: &Value, secrets: &[String], problems: &mut Vec<Problem>) {
+    let secrets = non_empty(secrets);
     if secrets.is_empty() {
         return;
     }
@@ -96,11 +101,7 @@ fn value_has_secret(value: &Value, hit: &dyn Fn(&str) -> bool) -> bool {
 /// Replaces the secrets' values (the non-empty ones) with `[redacted]` in
 /// every problem's element, field and message.
 pub(super) fn redact(problems: &mut [Problem], secrets: &[String]) {
-    let secrets: Vec<&str> = secrets
-        .iter()
-        .map(String::as_str)
-        .filter(|s| !s.is_empty())
-        .collect();
+    let secrets = non_empty(secrets);
     if !secrets.is_empty() {
         for problem in problems {
             for text in [
