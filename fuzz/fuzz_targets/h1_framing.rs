@@ -25,8 +25,15 @@ const LIMITS: HeadLimits = HeadLimits {
 /// passed), or where the refused message starts and why.
 #[derive(Debug, PartialEq)]
 enum Outcome {
-    Passed { to: u64, heads: u64 },
-    Refused { message: u64, status: u16, text: String },
+    Passed {
+        to: u64,
+        heads: u64,
+    },
+    Refused {
+        message: u64,
+        status: u16,
+        text: String,
+    },
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -59,11 +66,16 @@ fn feed(mut checker: Checker, stream: &[u8], sizes: &[u8]) -> Outcome {
     let (mut base, mut checked, mut end) = (0u64, 0u64, 0usize);
     let mut cuts = sizes.iter().map(|&s| usize::from(s).max(1));
     while end < stream.len() {
-        end = cuts.next().map_or(stream.len(), |n| (end + n).min(stream.len()));
+        end = cuts
+            .next()
+            .map_or(stream.len(), |n| (end + n).min(stream.len()));
         let unreleased = &stream[base as usize..end];
         match checker.check(unreleased, base, checked.max(base)) {
             Checked::ReadyTo(to) => {
-                assert!(to >= base && to <= end as u64, "{to} outside {base}..={end}");
+                assert!(
+                    to >= base && to <= end as u64,
+                    "{to} outside {base}..={end}"
+                );
                 checked = checker.resume_at(to, end as u64);
                 base = base.max(to);
             }
