@@ -64,7 +64,6 @@ pub fn resolve<B>(req: &Request<B>, domain: &str) -> Result<Target, HostError> {
             "the host's port is not a number from 1 to 65535",
         ));
     }
-    let bare = canonical(host);
     if let Some(name) = preview_name(host, domain) {
         let port = strip_port(host)
             .and_then(|h| host.strip_prefix(h))
@@ -72,6 +71,7 @@ pub fn resolve<B>(req: &Request<B>, domain: &str) -> Result<Target, HostError> {
         let to_origin = format!("{name}.{domain}{port}");
         return Ok(Target::Preview(name, to_origin));
     }
+    let bare = canonical(host);
     if bare.eq_ignore_ascii_case(domain)
         || bare.to_ascii_lowercase().ends_with(&format!(".{domain}"))
     {

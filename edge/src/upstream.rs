@@ -429,7 +429,7 @@ impl Upstream {
         // before the wait is over (one older than the field) is asked again.
         let deadline = Instant::now() + self.link.settings.reconnect_wait;
         let mut conn = loop {
-            match self.connect(client, deadline).await {
+            match Box::pin(self.connect(client, deadline)).await {
                 Err(UpstreamError::NotListening(_)) if Instant::now() + RETRY_EVERY < deadline => {
                     tokio::time::sleep(RETRY_EVERY).await;
                 }

@@ -277,7 +277,11 @@ impl Checker {
         let seen = usize::try_from(self.head_scanned.saturating_sub(start)).unwrap_or(usize::MAX);
         let from = seen.saturating_sub(2).min(head.len());
         let new = &head[from..];
-        let blank = new.windows(2).any(|w| w == b"\n\n") || new.windows(3).any(|w| w == b"\n\r\n");
+        // A head's lines are tens of bytes long: jumping from one LF to
+        // the next (memchr, vectorised) beats comparing every window of
+        // the head twice (perf: ~1.5% of the edge's CPU on 1 KiB GETs).
+        let blank = memchr::memchr_iter(b'\n', new)
+            .any(|lf| matches!(&new[lf + 1..], [b'\n', ..] | [b'\r', b'\n', ..]));
         if !blank {
             self.head_scanned = start + head.len() as u64;
         }
