@@ -10,10 +10,10 @@ use calvin_edge::dev::{self, DevArgs};
 use calvin_proto::{Port, PreviewName};
 use clap::{Args, Parser, Subcommand};
 
-use crate::api::{PreviewCreated, PreviewDeleted, PreviewList};
-use crate::control_api;
-use crate::control_client::{Answer, ControlClient};
-use crate::{Agent, EdgeAddress};
+use calvin_agent::api::{PreviewCreated, PreviewDeleted, PreviewList};
+use calvin_agent::control_api;
+use calvin_agent::control_client::{Answer, ControlClient};
+use calvin_agent::{Agent, EdgeAddress};
 
 /// How long `share` waits for its first connection to the edge.
 const FIRST_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);

@@ -7,11 +7,12 @@
 //! - [`control_api`]: the HTTP+JSON API on a Unix socket that the gateway and
 //!   the CLI call; [`control_client`] (from calvin-common) calls it; [`api`]
 //!   (calvin-proto's `control`) is its JSON.
-//! - [`cli`]: the `calvin-agent` commands, `share` among them, which can run
-//!   a dev edge in the same process.
+//!
+//! The library never reaches the edge. The `calvin-agent` commands (the
+//! binary's `cli` module) can run a dev edge in the same process for
+//! `share --dev`, behind the `dev-edge` feature.
 
 pub mod agent;
-pub mod cli;
 pub mod control_api;
 mod forward;
 pub mod transport;

@@ -4,6 +4,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod cli;
+
 /// With the dev edge in the process, its filter (hickory's per-query lines
 /// off); else everything at info.
 #[cfg(feature = "dev-edge")]
@@ -18,9 +20,9 @@ fn main() -> ExitCode {
 }
 
 async fn main_async() -> ExitCode {
-    let cli = calvin_agent::cli::Cli::parse();
+    let cli = cli::Cli::parse();
     calvin_common::process::init_tracing(LOG_FILTER);
-    match calvin_agent::cli::run(cli).await {
+    match cli::run(cli).await {
         Ok(code) => code,
         Err(err) => {
             eprintln!("calvin-agent: {err:#}");
