@@ -9,6 +9,8 @@
 //! - [`agents`]: many idle agents, each its own QUIC connection (figure 5).
 //! - [`sse`]: an SSE origin stamping each event, and a client measuring the
 //!   delay (figure 7).
+//! - [`hyper_proxy`]: the least a hyper-based HTTP/1 proxy does per request,
+//!   figure 9's floor for the edge.
 //! - [`slowloris`]: slow heads and slow POST bodies, reopened as the
 //!   server closes them (figure 8).
 //! - [`target`]: the HTTP/1.1 (+TLS) client they share; [`control`]: the
@@ -20,6 +22,7 @@
 pub mod agents;
 pub mod control;
 pub mod first200;
+pub mod hyper_proxy;
 pub mod previews;
 pub mod rate;
 pub mod slowloris;
@@ -55,6 +58,8 @@ pub enum Command {
     Sse(sse::ClientArgs),
     /// Slow heads and slow POST bodies held against an HTTP address
     Slowloris(slowloris::SlowlorisArgs),
+    /// A bare HTTP/1 proxy on hyper (server and client) to one origin
+    HyperProxy(hyper_proxy::HyperProxyArgs),
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -66,5 +71,6 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::SseOrigin(args) => sse::serve_origin(args).await,
         Command::Sse(args) => sse::run_client(args).await,
         Command::Slowloris(args) => slowloris::run(args).await,
+        Command::HyperProxy(args) => hyper_proxy::run(args).await,
     }
 }
