@@ -3,6 +3,14 @@
 //! them: it must not panic, and the pieces must come to what the whole
 //! does (the gate checks whatever each read brought).
 //!
+//! Visitors' requests also go through the gate itself
+//! (`calvin_edge::h1_framing::FramingGate`), read as hyper reads it (a
+//! final answer written whenever it waits for one), whole and in pieces:
+//! what it hands on must be the stream's start, everything before a refused
+//! request, and nothing of a refused request unless a read error follows it
+//! (the bad part came after its start was handed on); fed whole, the gate
+//! hands on exactly what the checker passed.
+//!
 //! Input layout: one flags byte, then up to 7 piece sizes (the low 3 bits
 //! of the flags say how many), then the stream. Flag bit 3 checks it as an
 //! origin's responses (bits 4-5: to a GET, a HEAD or a CONNECT) instead of
@@ -13,8 +21,13 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicU8;
 
-use calvin_edge::h1_framing::{Checked, Checker, Expect, HeadLimits};
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use calvin_edge::h1_framing::{Checked, Checker, Expect, FramingGate, HeadLimits};
 use libfuzzer_sys::fuzz_target;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 const LIMITS: HeadLimits = HeadLimits {
     max_head_bytes: 1024,
@@ -57,7 +70,172 @@ fuzz_target!(|data: &[u8]| {
     let whole = feed(checker(), stream, &[]);
     let pieces = feed(checker(), stream, sizes);
     assert_eq!(whole, pieces, "whole vs pieces {sizes:?}");
+    if flags & 8 == 0 {
+        through_the_gate(stream, sizes, &whole);
+    }
 });
+
+/// What the gate did with a stream of requests: the bytes it handed on,
+/// how its reading ended, and what it wrote itself at the close (a
+/// refusal's answer).
+#[derive(Debug)]
+struct Gated {
+    handed_on: Vec<u8>,
+    failed: Option<String>,
+    answered: Vec<u8>,
+}
+
+fn through_the_gate(stream: &[u8], sizes: &[u8], checked: &Outcome) {
+    // The checker alone refused a request only if none before it waits for
+    // an answer (an upgrade's): then the gate waits for the answers to
+    // those before the refused one. Else a wait is an upgrade's, for the
+    // origin's answer, which never comes here.
+    let answer_waits = matches!(checked, Outcome::Refused { .. });
+    let whole = drive(stream, &[], answer_waits);
+    let pieces = drive(stream, sizes, answer_waits);
+    for gated in [&whole, &pieces] {
+        assert!(stream.starts_with(&gated.handed_on), "{gated:?}");
+    }
+    match checked {
+        Outcome::Passed { to, .. } => {
+            // What passed is handed on; so is the rest (a head cut short by
+            // the end of the stream, which hyper then sees) unless an
+            // upgrade waits for its answer.
+            let passed = &stream[..*to as usize];
+            assert!(
+                whole.handed_on == passed || whole.handed_on == stream,
+                "{whole:?}"
+            );
+            assert!(
+                whole.failed.is_none() && whole.answered.is_empty(),
+                "{whole:?}"
+            );
+            assert_eq!(pieces.handed_on, whole.handed_on, "{sizes:?}: {pieces:?}");
+            assert!(
+                pieces.failed.is_none() && pieces.answered.is_empty(),
+                "{pieces:?}"
+            );
+        }
+        Outcome::Refused { message, text, .. } => {
+            let before = &stream[..*message as usize];
+            assert_eq!(whole.handed_on, before, "{whole:?}");
+            assert!(whole.failed.is_none(), "{whole:?}");
+            let answer = String::from_utf8_lossy(&whole.answered);
+            assert!(answer.contains(text.as_str()), "{answer:?} lacks {text:?}");
+            assert!(
+                pieces.handed_on.starts_with(before),
+                "{sizes:?}: {pieces:?}"
+            );
+            if pieces.handed_on.len() > before.len() {
+                // Part of the refused request was handed on before its bad
+                // part came: the read fails, so hyper never completes it.
+                assert_eq!(pieces.failed.as_deref(), Some(text.as_str()), "{pieces:?}");
+                assert!(pieces.handed_on.len() < stream.len(), "{pieces:?}");
+            } else {
+                assert!(pieces.failed.is_none(), "{sizes:?}: {pieces:?}");
+                assert_eq!(pieces.answered, whole.answered, "{sizes:?}");
+            }
+        }
+    }
+}
+
+/// The visitor's side: `stream`, in reads of `sizes` (then as much as
+/// asked), then its end. What the gate writes is kept.
+struct Visitor<'a> {
+    stream: &'a [u8],
+    at: usize,
+    sizes: std::slice::Iter<'a, u8>,
+    written: Vec<u8>,
+}
+
+impl AsyncRead for Visitor<'_> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let left = self.stream.len() - self.at;
+        let size = self.sizes.next().map_or(left, |&s| usize::from(s).max(1));
+        let n = size.min(left).min(buf.remaining());
+        buf.put_slice(&self.stream[self.at..self.at + n]);
+        self.at += n;
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Visitor<'_> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.written.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// Reads the gate as hyper does, until its end, a failure, or a wait it
+/// is not to answer; when `answer_waits`, a wait gets a final answer
+/// (hyper answers every request it got). Then closes it.
+fn drive(stream: &[u8], sizes: &[u8], answer_waits: bool) -> Gated {
+    let visitor = Visitor {
+        stream,
+        at: 0,
+        sizes: sizes.iter(),
+        written: Vec::new(),
+    };
+    let mut gate = FramingGate::new(visitor, LIMITS);
+    let mut cx = Context::from_waker(Waker::noop());
+    let (mut handed_on, mut failed) = (Vec::new(), None);
+    let mut room = [0u8; 2048];
+    // Each turn reads or answers; a stream can need no more turns than it
+    // has bytes, plus one answer a byte (a request is at least a few).
+    for _ in 0..=2 * stream.len() + 8 {
+        let mut buf = ReadBuf::new(&mut room);
+        match Pin::new(&mut gate).poll_read(&mut cx, &mut buf) {
+            Poll::Ready(Ok(())) if buf.filled().is_empty() => break,
+            Poll::Ready(Ok(())) => handed_on.extend_from_slice(buf.filled()),
+            Poll::Ready(Err(err)) => {
+                failed = Some(err.to_string());
+                break;
+            }
+            Poll::Pending if !answer_waits => break,
+            Poll::Pending => {
+                let wrote = Pin::new(&mut gate).poll_write(&mut cx, ANSWER);
+                assert!(matches!(wrote, Poll::Ready(Ok(n)) if n == ANSWER.len()));
+            }
+        }
+    }
+    let closed = Pin::new(&mut gate).poll_shutdown(&mut cx);
+    assert!(matches!(closed, Poll::Ready(Ok(()))), "{closed:?}");
+    let visitor = gate.into_parts().0;
+    Gated {
+        handed_on,
+        failed,
+        answered: strip_answers(&visitor.written),
+    }
+}
+
+/// What the gate wrote of its own: the visitor's writes without the
+/// answers `drive` wrote for hyper.
+fn strip_answers(written: &[u8]) -> Vec<u8> {
+    let mut rest = written;
+    while let Some(after) = rest.strip_prefix(ANSWER) {
+        rest = after;
+    }
+    rest.to_vec()
+}
+
+/// The answer `drive` writes for hyper.
+const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
 
 /// Feeds `stream` to `checker` in pieces of `sizes` (the rest at once), as
 /// the gate does: the bytes passed are released, a partial head is kept

@@ -52,8 +52,9 @@ use crate::rewind::poll_write_rest;
 const READ_SIZE: usize = 4096;
 
 /// A visitor's HTTP/1 connection with the gate in front; see the module
-/// documentation.
-pub(crate) struct FramingGate<S> {
+/// documentation. Public for the fuzz target, which drives it as hyper
+/// does.
+pub struct FramingGate<S> {
     inner: S,
     checker: Checker,
     /// Bytes read and not yet handed to hyper, from offset `base`.
