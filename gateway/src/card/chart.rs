@@ -50,17 +50,8 @@ impl Props<'_> {
         match self.get("series") {
             None => self.missing("series", "an array of {name, points}"),
             Some(Value::Array(items)) => {
-                if items.is_empty() {
-                    self.push(
-                        "series",
-                        format!("no series; a chart has 1 to {MAX_SERIES}"),
-                    );
-                } else if items.len() > MAX_SERIES {
-                    self.push(
-                        "series",
-                        format!("{} series, at most {MAX_SERIES}", items.len()),
-                    );
-                }
+                let count = (items.len(), MAX_SERIES);
+                self.one_to_max("series", "", count, "series", "a chart");
                 for (i, item) in items.iter().enumerate() {
                     series.push(self.series(i + 1, item));
                 }
@@ -126,17 +117,8 @@ impl Props<'_> {
                 format!("series {n}: missing points (an array of {{label, value}})"),
             ),
             Some(Value::Array(points)) => {
-                if points.is_empty() {
-                    self.push(
-                        "series",
-                        format!("series {n}: no points; a series has 1 to {MAX_POINTS}"),
-                    );
-                } else if points.len() > MAX_POINTS {
-                    self.push(
-                        "series",
-                        format!("series {n}: {} points, at most {MAX_POINTS}", points.len()),
-                    );
-                }
+                let (prefix, count) = (format!("series {n}: "), (points.len(), MAX_POINTS));
+                self.one_to_max("series", &prefix, count, "points", "a series");
                 for (j, point) in points.iter().enumerate() {
                     if let Some(point) = self.point(n, j + 1, point) {
                         series.points.push(point);

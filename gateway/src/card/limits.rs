@@ -136,6 +136,24 @@ mod tests {
     }
 
     #[test]
+    fn empty_series_points_and_columns_are_named() {
+        let chart = |series: Value| json!({"c": {"type": "Chart", "props": {"kind": "bar", "title": "T", "series": series}}});
+        assert_eq!(
+            problems(&card(&["c"], chart(json!([])))),
+            [r#"element "c" field "series": no series; a chart has 1 to 12"#]
+        );
+        assert_eq!(
+            problems(&card(&["c"], chart(json!([{"name": "s", "points": []}])))),
+            [r#"element "c" field "series": series 1: no points; a series has 1 to 20"#]
+        );
+        let table = json!({"t": {"type": "Table", "props": {"columns": [], "rows": []}}});
+        assert_eq!(
+            problems(&card(&["t"], table)),
+            [r#"element "t" field "columns": no columns; a table has 1 to 20"#]
+        );
+    }
+
+    #[test]
     fn points_at_the_limit_and_one_past() {
         render_ok(&card(
             &["c"],

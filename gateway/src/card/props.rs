@@ -154,6 +154,23 @@ impl<'a> Props<'a> {
         self.problems.push(Problem::new(self.id, field, message));
     }
 
+    /// Reports an array of `len` items that is empty or over `max`, after
+    /// `prefix`: "no columns; a table has 1 to 20", "21 columns, at most 20".
+    pub(super) fn one_to_max(
+        &mut self,
+        field: &str,
+        prefix: &str,
+        (len, max): (usize, usize),
+        noun: &str,
+        whole: &str,
+    ) {
+        if len == 0 {
+            self.push(field, format!("{prefix}no {noun}; {whole} has 1 to {max}"));
+        } else if len > max {
+            self.push(field, format!("{prefix}{len} {noun}, at most {max}"));
+        }
+    }
+
     pub(super) fn get(&self, name: &str) -> Option<&'a Value> {
         self.map
             .and_then(|map| map.get(name))
@@ -312,17 +329,8 @@ impl<'a> Props<'a> {
             ),
             Some(Value::Array(items)) => {
                 column_count = Some(items.len());
-                if items.is_empty() {
-                    self.push(
-                        "columns",
-                        format!("no columns; a table has 1 to {MAX_TABLE_COLUMNS}"),
-                    );
-                } else if items.len() > MAX_TABLE_COLUMNS {
-                    self.push(
-                        "columns",
-                        format!("{} columns, at most {MAX_TABLE_COLUMNS}", items.len()),
-                    );
-                }
+                let count = (items.len(), MAX_TABLE_COLUMNS);
+                self.one_to_max("columns", "", count, "columns", "a table");
                 for (i, item) in items.iter().enumerate() {
                     match item {
                         Value::String(name) => columns.push(name.clone()),
