@@ -29,6 +29,7 @@ pub mod health;
 pub mod host;
 mod http_server;
 pub mod proxy;
+mod quic_ids;
 pub mod rates;
 mod read_ahead;
 mod request_body;
@@ -431,16 +432,11 @@ fn quic_endpoint(
     let server = tls::quic_config(certs, false).map_err(QuicBindError::Tls)?;
     let socket = udp_socket(addr).map_err(QuicBindError::Io)?;
     let reset_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &settings.reset_key);
-    // quinn drops packets whose connection ID another generator key signed,
-    // without a reset; the key must outlive the process too.
+    // quinn drops packets whose connection ID another key signed, without a
+    // reset; the key must outlive the process too (see `quic_ids`).
     let tag = ring::hmac::sign(&reset_key, b"calvin connection id key");
-    let mut cid_key = [0u8; 8];
-    cid_key.copy_from_slice(&tag.as_ref()[..8]);
-    let cid_key = u64::from_le_bytes(cid_key);
     let mut config = quinn::EndpointConfig::new(Arc::new(reset_key));
-    config.cid_generator(move || {
-        Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
-    });
+    config.cid_generator(move || Box::new(quic_ids::SignedIds::new(tag.as_ref())));
     // quinn sends at most one stateless reset per 20 ms by default, and one
     // per batch of datagrams received together: after a restart, 1,000
     // agents' probes met 50 resets a second and most agents learned only at
