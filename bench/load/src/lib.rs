@@ -11,6 +11,8 @@
 //!   delay (figure 7).
 //! - [`hyper_proxy`]: the least a hyper-based HTTP/1 proxy does per request,
 //!   figure 9's floor for the edge.
+//! - [`pipe`]: an origin and a load over connections that switched
+//!   protocols first, so a tunnel only pipes their bytes (figure 9).
 //! - [`slowloris`]: slow heads and slow POST bodies, reopened as the
 //!   server closes them (figure 8).
 //! - [`target`]: the HTTP/1.1 (+TLS) client they share; [`control`]: the
@@ -23,6 +25,7 @@ pub mod agents;
 pub mod control;
 pub mod first200;
 pub mod hyper_proxy;
+pub mod pipe;
 pub mod previews;
 pub mod rate;
 pub mod slowloris;
@@ -60,6 +63,10 @@ pub enum Command {
     Slowloris(slowloris::SlowlorisArgs),
     /// A bare HTTP/1 proxy on hyper (server and client) to one origin
     HyperProxy(hyper_proxy::HyperProxyArgs),
+    /// An origin that switches protocols, then serves HTTP/1.1 on the pipe
+    PipeOrigin(pipe::OriginArgs),
+    /// GETs over connections upgraded first; requests answered
+    PipeLoad(pipe::LoadArgs),
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -72,5 +79,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Sse(args) => sse::run_client(args).await,
         Command::Slowloris(args) => slowloris::run(args).await,
         Command::HyperProxy(args) => hyper_proxy::run(args).await,
+        Command::PipeOrigin(args) => pipe::serve_origin(args).await,
+        Command::PipeLoad(args) => pipe::run_load(args).await,
     }
 }
