@@ -340,9 +340,10 @@ impl Proxy {
             .map_err(|exceeded| EdgeError::RateLimited(format!("for preview {name}"), exceeded))?;
         let upstream = match self.routes.lookup(&name) {
             Lookup::Live(upstream) => upstream,
-            // Boxed, as the other rare ways (waiting for an agent, reading a
-            // body ahead, opening a connection): their state would take room
-            // in every request's future.
+            // Boxed, as the other ways not every request takes (waiting for
+            // an agent, reading a body ahead, opening a connection): their
+            // state would take room in every request's future, which hyper
+            // copies whole; one allocation on those ways instead.
             Lookup::Offline => match Box::pin(self.back_online(&name, arrived)).await {
                 Some(upstream) => upstream,
                 None => return Err(EdgeError::AgentOffline(name)),

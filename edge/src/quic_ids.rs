@@ -88,6 +88,7 @@ mod tests {
         let other = SignedIds::new(b"another edge");
         for _ in 0..1000 {
             let id = before.generate_cid();
+            assert_eq!(id.len(), before.cid_len());
             assert_eq!(id.len(), 16);
             assert!(after.validate(&id).is_ok(), "{id:?}");
             assert!(other.validate(&id).is_err(), "{id:?}");
