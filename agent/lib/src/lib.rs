@@ -1,4 +1,5 @@
-//! calvin-agent: the host side of calvin. It keeps one QUIC connection to
+//! The agent library (package calvin-agent-lib, crate `calvin_agent`): the
+//! host side of calvin. It keeps one QUIC connection to
 //! an edge, holds the machine's previews (name -> local port), and pipes each
 //! stream the edge opens to that port on loopback.
 //!
@@ -8,9 +9,9 @@
 //!   the CLI call; [`control_client`] (from calvin-common) calls it; [`api`]
 //!   (calvin-proto's `control`) is its JSON.
 //!
-//! The library never reaches the edge. The `calvin-agent` commands (the
-//! binary's `cli` module) can run a dev edge in the same process for
-//! `share --dev`, behind the `dev-edge` feature.
+//! The library never reaches the edge. The `calvin-agent` command (the
+//! calvin-agent package, in `agent/`) can run a dev edge in the same
+//! process for `share --dev`, behind its `dev-edge` feature.
 
 pub mod agent;
 pub mod control_api;
