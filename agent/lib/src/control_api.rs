@@ -134,13 +134,7 @@ async fn create(agent: &Agent, req: Request<Incoming>) -> Answer {
     };
     let name = match request.name.as_deref().map(PreviewName::parse).transpose() {
         Ok(name) => name,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_name",
-                &format!("invalid name: {e}"),
-            );
-        }
+        Err(e) => return invalid_name(e),
     };
     match agent.preview(port, name).await {
         Ok(created) => json(StatusCode::OK, &created),
@@ -151,13 +145,7 @@ async fn create(agent: &Agent, req: Request<Incoming>) -> Answer {
 async fn delete(agent: &Agent, name: &str) -> Answer {
     let name = match PreviewName::parse(name) {
         Ok(name) => name,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "invalid_name",
-                &format!("invalid name: {e}"),
-            );
-        }
+        Err(e) => return invalid_name(e),
     };
     match agent.unpreview(&name).await {
         Ok(()) => json(
@@ -168,6 +156,15 @@ async fn delete(agent: &Agent, name: &str) -> Answer {
         ),
         Err(err) => preview_error(err),
     }
+}
+
+/// The 400 that refuses a preview name.
+fn invalid_name(why: impl std::fmt::Display) -> Answer {
+    error(
+        StatusCode::BAD_REQUEST,
+        "invalid_name",
+        &format!("invalid name: {why}"),
+    )
 }
 
 fn preview_error(err: PreviewError) -> Answer {
