@@ -408,10 +408,10 @@ struct Start {
     drain: DrainGuard,
 }
 
-/// A TCP stream under a TLS session that can move between runtimes: taken
-/// out (and off the front's reactor) and put back (on the serving
-/// runtime's), while the session, with whatever it has buffered, moves
-/// whole. Empty, it fails every read and write.
+/// A visitor's TCP stream (bare, or under a TLS session) that can move
+/// between runtimes: taken out (and off the front's reactor) and put back
+/// (on the serving runtime's), while a TLS session, with whatever it has
+/// buffered, moves whole. Empty, it fails every read and write.
 struct Movable(Option<TcpStream>);
 
 impl Movable {

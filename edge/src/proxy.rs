@@ -157,17 +157,14 @@ impl Proxy {
             let woken = changed.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
-            let until = match self.routes.lookup(name) {
+            match self.routes.lookup(name) {
+                Lookup::Live(upstream) if !upstream.agent_gone() => return Some(upstream),
                 // The agent found gone may not have left the table yet: its
                 // leaving is a change too, which wakes this.
-                Lookup::Live(upstream) if upstream.agent_gone() => deadline,
-                Lookup::Live(upstream) => return Some(upstream),
-                Lookup::Offline => deadline,
+                Lookup::Live(_) | Lookup::Offline => {}
                 Lookup::Unknown => return None,
-            };
-            if tokio::time::timeout_at(until, woken).await.is_err()
-                && tokio::time::Instant::now() >= deadline
-            {
+            }
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
                 return None;
             }
         }
@@ -243,8 +240,8 @@ impl Proxy {
         let (mut parts, incoming) = req.into_parts();
         let (mut body, mut body_watch) =
             RequestBody::new(incoming, self.limits.max_body_bytes, upstream.bandwidth());
-        let limit = self.waits.response;
         let rules = self.body_rules();
+        let limit = rules.stall;
         let expects = parts.headers.contains_key(header::EXPECT);
         let length = body.size_hint().exact();
         if rules.ahead(length, expects, upgrade.is_some()).is_some()
@@ -301,7 +298,7 @@ impl Proxy {
         };
         let upgrade = visitor_upgrade.map(|visitor| Upgrade {
             visitor,
-            upstream,
+            bandwidth: upstream.bandwidth(),
             drain: drain.clone(),
         });
         self.respond(&name, response, waiting, upgrade)
@@ -383,7 +380,7 @@ impl Proxy {
             tokio::spawn(splice_upgraded(
                 upgrade.visitor,
                 origin_upgrade,
-                upgrade.upstream.bandwidth(),
+                upgrade.bandwidth,
                 upgrade.drain,
             ));
             let h = response.headers_mut();
@@ -406,7 +403,8 @@ enum Routed {
 /// until the origin answers.
 struct Upgrade {
     visitor: hyper::upgrade::OnUpgrade,
-    upstream: Arc<Upstream>,
+    /// The account's bandwidth bucket, for the spliced bytes.
+    bandwidth: Option<Arc<Bandwidth>>,
     drain: DrainGuard,
 }
 

@@ -244,7 +244,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for FramingGate<S> {
                 && this.fail_at.is_none()
             {
                 if !this.pending.is_empty() {
-                    this.ready = this.base + this.pending.len() as u64;
+                    this.ready = this.read_end();
                     continue;
                 }
                 return Pin::new(&mut this.inner).poll_read(cx, buf);
