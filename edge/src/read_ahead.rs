@@ -147,5 +147,14 @@ mod tests {
         assert_eq!(free.ahead(Some(10), false, true), None);
         assert_eq!(rules(Some(10)).ahead(Some(10), false, false), Some(10));
         assert_eq!(rules(Some(9)).ahead(Some(10), false, false), None);
+        // A large length within a cap is read ahead up to READ_AHEAD; one
+        // byte over the cap, not at all.
+        let large = 100_000_000;
+        let within = rules(Some(large)).ahead(Some(large), false, false);
+        assert_eq!(within, Some(READ_AHEAD));
+        assert_eq!(
+            rules(Some(large - 1)).ahead(Some(large), false, false),
+            None
+        );
     }
 }

@@ -606,11 +606,6 @@ impl PreviewSetup {
         }
     }
 
-    /// The preview's name.
-    pub fn name(&self) -> &str {
-        &self.created.name
-    }
-
     /// The preview's HTTPS URL followed by `path`.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.created.url)

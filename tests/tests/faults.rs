@@ -116,8 +116,7 @@ async fn an_upload_longer_than_the_response_timeout_passes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_get_with_a_chunked_body_keeps_its_body() {
-    let edge = TestEdge::start().await;
-    let s = PreviewSetup::on(edge).await;
+    let s = PreviewSetup::start().await;
     let edge = &s.edge;
     let created = &s.created;
     for version in ["--http1.1", "--http2"] {

@@ -4,33 +4,16 @@
 
 use std::time::{Duration, Instant};
 
+use calvin_agent::api::PreviewCreated;
 use calvin_edge::Limits;
 use calvin_tests::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// An edge with `limits`, an agent of alice's on it, and a preview of an
-/// origin (named `name`).
-struct Setup {
-    edge: TestEdge,
-    agent: TestAgent,
-    origin: Origin,
-    name: String,
-}
-
-async fn preview_with(limits: Limits) -> Setup {
-    let PreviewSetup {
-        edge,
-        agent,
-        origin,
-        created,
-    } = PreviewSetup::on(TestEdge::with_limits(limits).await).await;
-    Setup {
-        edge,
-        agent,
-        origin,
-        name: created.name,
-    }
+/// origin.
+async fn preview_with(limits: Limits) -> PreviewSetup {
+    PreviewSetup::on(TestEdge::with_limits(limits).await).await
 }
 
 /// Latencies of `n` GETs over one keep-alive HTTP/1.1 connection, sorted.
@@ -99,11 +82,11 @@ async fn slowloris_and_slow_posts_are_closed_while_others_go_on() {
     // 5,500 connections from this process: past a soft limit of 1,024 (a
     // contributor's usual), which the edge raises for itself too.
     calvin_edge::raise_open_files_limit();
-    let Setup {
+    let PreviewSetup {
         edge,
         agent: _agent,
         origin: _origin,
-        name,
+        created: PreviewCreated { name, .. },
     } = preview_with(Limits {
         header_read_timeout_secs: 2,
         min_request_body_bytes: 1000,
@@ -174,11 +157,11 @@ async fn slowloris_and_slow_posts_are_closed_while_others_go_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_at_a_fair_rate_passes_and_a_trickle_gets_408() {
-    let Setup {
+    let PreviewSetup {
         edge,
         agent: _agent,
         origin: _origin,
-        name,
+        created: PreviewCreated { name, .. },
     } = preview_with(Limits {
         min_request_body_bytes: 1000,
         request_body_rate_window_secs: 1,
@@ -302,11 +285,11 @@ async fn the_accept_loop_lives_through_running_out_of_descriptors() {
 /// as a full-duplex stream must, and is still cut by the least rate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_post_of_declared_length_never_reaches_the_origin() {
-    let Setup {
+    let PreviewSetup {
         edge,
         agent: _agent,
         origin,
-        name,
+        created: PreviewCreated { name, .. },
     } = preview_with(Limits {
         min_request_body_bytes: 1000,
         request_body_rate_window_secs: 1,
@@ -393,11 +376,11 @@ async fn a_slow_post_of_declared_length_never_reaches_the_origin() {
 /// first request (the front) and on a later one (the proxy).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_edge_reads_64_kib_ahead_and_no_more() {
-    let Setup {
+    let PreviewSetup {
         edge,
         agent: _agent,
         origin,
-        name,
+        created: PreviewCreated { name, .. },
     } = preview_with(Limits {
         min_request_body_bytes: 1,
         request_body_rate_window_secs: 30,
@@ -478,11 +461,11 @@ async fn h2_slow_post(edge: &TestEdge, name: &str) -> u16 {
 /// request goes on being served on it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_slowloris_is_closed_by_the_header_timeout() {
-    let Setup {
+    let PreviewSetup {
         edge,
         agent: _agent,
         origin: _origin,
-        name,
+        created: PreviewCreated { name, .. },
     } = preview_with(Limits {
         header_read_timeout_secs: 1,
         requests_per_second_per_ip: 0,
@@ -560,11 +543,11 @@ async fn served<S: AsyncReadExt + AsyncWriteExt + Unpin>(tls: &mut S, host: &str
 /// (a slow POST's 408) still ends with its answer and a FIN.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_that_times_out_unstarted_is_reset() {
-    let Setup {
+    let PreviewSetup {
         edge,
         agent: _agent,
         origin: _origin,
-        name,
+        created: PreviewCreated { name, .. },
     } = preview_with(Limits {
         header_read_timeout_secs: 1,
         min_request_body_bytes: 1_000,
