@@ -1,5 +1,5 @@
-//! Private Unix sockets: the agent's control socket (and the gateway's
-//! send-file socket) is 0600 in a folder of its own, and a stale socket
+//! Private Unix sockets (the agent's control socket, the gateway's
+//! send-file socket): 0600 in a folder of its own, and a stale socket
 //! file is replaced while a live one is refused.
 
 use std::io;
@@ -7,15 +7,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use tokio::net::UnixListener;
-
-/// `$XDG_RUNTIME_DIR/calvin/agent.sock`, or `/tmp/calvin-<uid>/agent.sock`.
-pub fn default_socket_path() -> PathBuf {
-    let dir = match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(runtime) if !runtime.is_empty() => PathBuf::from(runtime).join("calvin"),
-        _ => std::env::temp_dir().join(format!("calvin-{}", rustix::process::getuid().as_raw())),
-    };
-    dir.join("agent.sock")
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum SocketError {

@@ -25,8 +25,16 @@ use tracing::{debug, warn};
 
 use crate::agent::{Agent, PreviewError};
 use crate::api::{ApiError, PreviewDeleted, PreviewRequest};
-pub use calvin_common::unix_socket::default_socket_path;
 use calvin_common::unix_socket::{self, SocketError};
+
+/// `$XDG_RUNTIME_DIR/calvin/agent.sock`, or `/tmp/calvin-<uid>/agent.sock`.
+pub fn default_socket_path() -> std::path::PathBuf {
+    let dir = match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(runtime) if !runtime.is_empty() => std::path::PathBuf::from(runtime).join("calvin"),
+        _ => std::env::temp_dir().join(format!("calvin-{}", rustix::process::getuid().as_raw())),
+    };
+    dir.join("agent.sock")
+}
 
 /// Binds the agent's control socket (see [`unix_socket::bind`]). Its
 /// default folder may sit in /tmp: when it exists already it must be this
