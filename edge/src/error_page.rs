@@ -49,6 +49,9 @@ pub enum EdgeError {
     /// Too many requests from an address or for a preview (`from ...`,
     /// `for preview ...`).
     RateLimited(String, crate::rates::Exceeded),
+    /// The edge is stopping, and its grace period for requests under way
+    /// ran out.
+    Stopping,
 }
 
 impl EdgeError {
@@ -64,7 +67,7 @@ impl EdgeError {
             Self::BadRequestBody | Self::BadHost(_) => StatusCode::BAD_REQUEST,
             Self::Misdirected(_) => StatusCode::MISDIRECTED_REQUEST,
             Self::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::AccountBusy(..) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::AccountBusy(..) | Self::Stopping => StatusCode::SERVICE_UNAVAILABLE,
             Self::BodyTooSlow(..) | Self::BodyStalled(_) => StatusCode::REQUEST_TIMEOUT,
             Self::RateLimited(..) => StatusCode::TOO_MANY_REQUESTS,
         }
@@ -90,6 +93,7 @@ impl EdgeError {
             Self::BodyTooSlow(..) => "body-too-slow",
             Self::BodyStalled(_) => "body-stalled",
             Self::RateLimited(..) => "rate-limited",
+            Self::Stopping => "edge-stopping",
         }
     }
 
@@ -133,6 +137,9 @@ impl EdgeError {
                 e.burst,
                 self.retry_after().unwrap_or(1)
             ),
+            Self::Stopping => {
+                "the edge is restarting or stopping, and this request ran past its grace period; retry shortly".into()
+            }
         }
     }
 
@@ -165,6 +172,8 @@ impl EdgeError {
             // The edge already waited for it to come back; a few seconds
             // more is a fair guess.
             Self::AgentOffline(_) | Self::NotListening(..) => Some(5),
+            // An edge restarting is back within seconds.
+            Self::Stopping => Some(5),
             Self::AccountBusy(..) => Some(1),
             _ => None,
         }
@@ -255,6 +264,7 @@ mod tests {
         assert_eq!(EdgeError::Timeout(n.clone(), p, 5).status(), 504);
         assert_eq!(EdgeError::AgentNotAnswering(n.clone(), 5).status(), 504);
         assert_eq!(EdgeError::BadGateway(n, "x".into()).status(), 502);
+        assert_eq!(EdgeError::Stopping.status(), 503);
     }
 
     #[test]

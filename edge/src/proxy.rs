@@ -431,6 +431,9 @@ fn redirect_to_https(template: &str, name: &PreviewName, uri: &Uri) -> Response<
 
 fn upstream_error(upstream: &Upstream, err: UpstreamError) -> EdgeError {
     let name = upstream.name().clone();
+    if upstream.edge_stopping() {
+        return EdgeError::Stopping;
+    }
     if upstream.agent_gone() {
         return EdgeError::AgentOffline(name);
     }

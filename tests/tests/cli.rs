@@ -319,9 +319,24 @@ async fn grace_period_caps_the_drain() {
         "stopped after {took:?} with a 1 s grace period"
     );
     let out = in_flight.await.expect("curl task");
-    assert_ne!(
-        out.status, 200,
-        "the 10 s request was cut at the grace period"
+    let ended = started.elapsed();
+    // Answered at the grace period, not when the origin would have, and
+    // told the truth: the edge is stopping (its agent never left).
+    assert_eq!(out.status, 503, "the 10 s request was cut: {out:?}");
+    assert_eq!(
+        out.header("x-calvin-error"),
+        Some("edge-stopping"),
+        "{out:?}"
+    );
+    assert_eq!(out.header("retry-after"), Some("5"), "{out:?}");
+    assert!(
+        out.text().contains("restarting or stopping"),
+        "{}",
+        out.text()
+    );
+    assert!(
+        ended < Duration::from_secs(5),
+        "the visitor was answered {ended:?} after the stop began"
     );
 }
 
