@@ -981,6 +981,30 @@ mod tests {
                 Ok(19),
             ),
             (
+                "304 has no body, whatever its length says",
+                Expect::Other,
+                b"HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\n",
+                Ok(48),
+            ),
+            (
+                "early hints then final",
+                Expect::Other,
+                b"HTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx",
+                Ok(92),
+            ),
+            (
+                "chunked to its last chunk",
+                Expect::Other,
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+                Ok(60),
+            ),
+            (
+                "a bad chunk size",
+                Expect::Other,
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                Err("chunk"),
+            ),
+            (
                 "length and chunked",
                 Expect::Other,
                 b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
