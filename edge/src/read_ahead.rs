@@ -127,6 +127,140 @@ pub(crate) async fn in_proxy(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::h1_framing::HeadLimits;
+    use tokio::io::{AsyncWriteExt, DuplexStream};
+
+    const LIMITS: HeadLimits = HeadLimits {
+        max_head_bytes: 8192,
+        max_headers: 100,
+    };
+
+    fn rules(min_rate: Option<MinRate>, stall_ms: u64) -> BodyRules {
+        BodyRules {
+            min_rate,
+            stall: Duration::from_millis(stall_ms),
+            cap: None,
+        }
+    }
+
+    /// A gate over one end of a pipe that has read the first head `head`
+    /// and then `sent` of its body: the visitor's end, the gate, and the
+    /// head's length.
+    async fn front(head: &str, sent: &[u8]) -> (DuplexStream, FramingGate<DuplexStream>, u64) {
+        let (mut visitor, edge) = tokio::io::duplex(1 << 20);
+        visitor.write_all(head.as_bytes()).await.unwrap();
+        visitor.write_all(sent).await.unwrap();
+        let mut gate = FramingGate::new(edge, LIMITS);
+        while !gate.first_head_done() {
+            assert_ne!(gate.read_more().await.unwrap(), 0, "the head is whole");
+        }
+        (visitor, gate, head.len() as u64)
+    }
+
+    fn post(length: u64, extra: &str) -> String {
+        format!("POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n{extra}\r\n")
+    }
+
+    #[tokio::test]
+    async fn a_small_body_is_read_whole_before_the_proxy_gets_it() {
+        let (mut visitor, mut gate, head) = front(&post(5, ""), b"hel").await;
+        let late = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            visitor.write_all(b"lo").await.unwrap();
+            visitor
+        });
+        let started = Instant::now();
+        assert!(on_front(&mut gate, &rules(None, 5_000)).await.is_ok());
+        assert!(
+            started.elapsed() >= Duration::from_millis(40),
+            "it waited for the rest"
+        );
+        assert_eq!(gate.read_end(), head + 5);
+        drop(late.await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_large_body_is_read_to_the_mark_not_to_its_end() {
+        // 1 MB declared, READ_AHEAD and 10 bytes sent: the front stops at
+        // the mark, though the rest never comes.
+        let sent = vec![b'a'; READ_AHEAD as usize + 10];
+        let (_visitor, mut gate, head) = front(&post(1_000_000, ""), &sent).await;
+        let done = tokio::time::timeout(
+            Duration::from_secs(5),
+            on_front(&mut gate, &rules(None, 5_000)),
+        )
+        .await
+        .expect("returns at the mark");
+        assert!(done.is_ok());
+        assert!(gate.read_end() >= head + READ_AHEAD, "{}", gate.read_end());
+    }
+
+    #[tokio::test]
+    async fn requests_expecting_continue_are_not_read_ahead() {
+        let (_visitor, mut gate, head) = front(&post(5, "Expect: 100-continue\r\n"), b"").await;
+        let done = tokio::time::timeout(
+            Duration::from_secs(1),
+            on_front(&mut gate, &rules(None, 5_000)),
+        )
+        .await
+        .expect("returns at once");
+        assert!(done.is_ok());
+        assert_eq!(gate.read_end(), head);
+    }
+
+    #[tokio::test]
+    async fn a_body_that_stops_is_answered_as_stalled() {
+        let (_visitor, mut gate, _) = front(&post(5, ""), b"he").await;
+        let started = Instant::now();
+        let got = on_front(&mut gate, &rules(None, 200)).await;
+        assert!(
+            matches!(got, Err(Some(EdgeError::BodyStalled(_)))),
+            "{got:?}"
+        );
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(190) && took < Duration::from_secs(2),
+            "{took:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_body_under_the_least_rate_is_answered_as_too_slow() {
+        // A byte every 50 ms, against at least 100 bytes per second.
+        let (mut visitor, mut gate, _) = front(&post(1000, ""), b"").await;
+        let trickle = tokio::spawn(async move {
+            for _ in 0..100 {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                if visitor.write_all(b"a").await.is_err() {
+                    break;
+                }
+            }
+        });
+        let slow = MinRate {
+            bytes: 100,
+            window: Duration::from_secs(1),
+        };
+        let started = Instant::now();
+        let got = on_front(&mut gate, &rules(Some(slow), 5_000)).await;
+        assert!(
+            matches!(got, Err(Some(EdgeError::BodyTooSlow(100, 1)))),
+            "{got:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        trickle.abort();
+    }
+
+    #[tokio::test]
+    async fn a_body_cut_short_is_left_for_the_proxy() {
+        let (visitor, mut gate, head) = front(&post(5, ""), b"he").await;
+        drop(visitor);
+        assert!(on_front(&mut gate, &rules(None, 5_000)).await.is_ok());
+        assert_eq!(gate.read_end(), head + 2);
+    }
 
     #[test]
     fn only_a_declared_length_within_the_cap_is_read_ahead() {
