@@ -18,6 +18,7 @@ pub mod accounts;
 pub mod acme;
 pub mod bandwidth;
 pub mod cert_store;
+pub mod check_config;
 pub mod config;
 pub mod dev;
 pub mod dns;

@@ -1,9 +1,10 @@
 //! `calvin-edge`: parses the command line and runs the library's edge.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use calvin_edge::check_config::{self, Problem};
 use calvin_edge::config::ConfigFile;
 use calvin_edge::dev::{self, DevArgs};
 use calvin_edge::{Bound, Edge, StartError};
@@ -37,6 +38,13 @@ enum Command {
     },
     /// Run an edge for this machine only, with a local CA (no configuration)
     Dev(DevArgs),
+    /// Check a configuration file without starting: every problem, with
+    /// its key and line, and exit 1; or a one-line summary and exit 0.
+    /// `serve` runs the same checks before it starts.
+    CheckConfig {
+        #[arg(value_name = "FILE")]
+        config: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -65,7 +73,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .context("catching SIGHUP")?;
     let edge = match cli.command {
         Command::Serve { config } => {
-            let settings = ConfigFile::load(&config)?.into_settings()?;
+            let (file, _) = checked(&config, "; nothing was started")?;
+            let settings = file.into_settings()?;
             Edge::bind(settings).await.map_err(|e| match e {
                 StartError::Bind { kind, .. } => anyhow::anyhow!(
                     "{e}\n  (change [listen] {} in {})",
@@ -74,6 +83,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 ),
                 other => other.into(),
             })?
+        }
+        Command::CheckConfig { config } => {
+            let (_, summary) = checked(&config, "")?;
+            println!("{summary}");
+            return Ok(());
         }
         Command::Dev(args) => {
             let (settings, state) = args.settings().context("dev edge state")?;
@@ -108,6 +122,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     });
     edge.run(shutdown).await;
     Ok(())
+}
+
+/// The configuration at `path` if it has no problem; else each problem on
+/// a line of its own (stderr) and an error that counts them.
+fn checked(path: &Path, then: &str) -> anyhow::Result<(ConfigFile, String)> {
+    check_config::check(path).map_err(|problems: Vec<Problem>| {
+        for problem in &problems {
+            eprintln!("{problem}");
+        }
+        let n = problems.len();
+        anyhow::anyhow!(
+            "{} has {n} problem{}{then}",
+            path.display(),
+            if n == 1 { "" } else { "s" }
+        )
+    })
 }
 
 /// One line per listener, with the address really bound.

@@ -220,32 +220,92 @@ pub struct Bound {
 /// less.
 const MIN_HEAD_BYTES: usize = 8192;
 
+/// Every duration of [`Limits`], in seconds, with the range it must be in:
+/// an absurd value would overflow `Instant + Duration` (a panic), and a
+/// zero would turn some waits into busy loops.
+pub const DURATION_BOUNDS: &[(&str, u64, u64)] = &[
+    ("grace_period_secs", 0, 3600),
+    ("upstream_timeout_secs", 1, 86_400),
+    ("upstream_connect_timeout_secs", 1, 3600),
+    ("upstream_idle_timeout_secs", 1, 86_400),
+    ("name_lease_secs", 0, 366 * 86_400),
+    ("hello_timeout_secs", 1, 300),
+    ("header_read_timeout_secs", 1, 3600),
+    ("reconnect_wait_secs", 0, 300),
+    ("request_body_rate_window_secs", 1, 3600),
+];
+
+impl Limits {
+    /// The value of a duration named in [`DURATION_BOUNDS`].
+    fn duration_secs(&self, key: &str) -> Option<u64> {
+        Some(match key {
+            "grace_period_secs" => self.grace_period_secs,
+            "upstream_timeout_secs" => self.upstream_timeout_secs,
+            "upstream_connect_timeout_secs" => self.upstream_connect_timeout_secs,
+            "upstream_idle_timeout_secs" => self.upstream_idle_timeout_secs,
+            "name_lease_secs" => self.name_lease_secs,
+            "hello_timeout_secs" => self.hello_timeout_secs,
+            "header_read_timeout_secs" => self.header_read_timeout_secs,
+            "reconnect_wait_secs" => self.reconnect_wait_secs,
+            "request_body_rate_window_secs" => self.request_body_rate_window_secs,
+            _ => return None,
+        })
+    }
+
+    /// Every value that would break the edge: the key in `[limits]` and
+    /// what is wrong with it.
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut problems = Vec::new();
+        for &(key, min, max) in DURATION_BOUNDS {
+            let value = self.duration_secs(key).unwrap_or_default();
+            if !(min..=max).contains(&value) {
+                problems.push((
+                    key,
+                    format!("{key} must be from {min} to {max}, got {value}"),
+                ));
+            }
+        }
+        let streams = calvin_proto::MAX_DATA_STREAMS as usize;
+        if self.upstream_max_idle_per_agent >= streams {
+            problems.push((
+                "upstream_max_idle_per_agent",
+                format!(
+                    "upstream_max_idle_per_agent must be under the {streams} streams an agent allows, \
+                     or idle connections could take every one; got {}",
+                    self.upstream_max_idle_per_agent
+                ),
+            ));
+        }
+        if self.max_request_head_bytes < MIN_HEAD_BYTES {
+            problems.push((
+                "max_request_head_bytes",
+                format!(
+                    "max_request_head_bytes must be at least {MIN_HEAD_BYTES} (HTTP/1.1's read buffer); got {}",
+                    self.max_request_head_bytes
+                ),
+            ));
+        }
+        if self.max_request_headers == 0 {
+            problems.push((
+                "max_request_headers",
+                "max_request_headers must be at least 1 (the Host header)".into(),
+            ));
+        }
+        if self.max_uri_bytes == 0 {
+            problems.push((
+                "max_uri_bytes",
+                "max_uri_bytes must be at least 1 (the path \"/\")".into(),
+            ));
+        }
+        problems
+    }
+}
+
 /// Refuses limits that would break the edge, and warns of those that only
 /// make its answers less precise.
 pub(crate) fn check_limits(limits: &Limits) -> Result<(), StartError> {
-    let streams = calvin_proto::MAX_DATA_STREAMS as usize;
-    if limits.upstream_max_idle_per_agent >= streams {
-        return Err(StartError::Limits(format!(
-            "upstream_max_idle_per_agent must be under the {streams} streams an agent allows, \
-             or idle connections could take every one; got {}",
-            limits.upstream_max_idle_per_agent
-        )));
-    }
-    if limits.max_request_head_bytes < MIN_HEAD_BYTES {
-        return Err(StartError::Limits(format!(
-            "max_request_head_bytes must be at least {MIN_HEAD_BYTES} (HTTP/1.1's read buffer); got {}",
-            limits.max_request_head_bytes
-        )));
-    }
-    if limits.max_request_headers == 0 {
-        return Err(StartError::Limits(
-            "max_request_headers must be at least 1 (the Host header)".into(),
-        ));
-    }
-    if limits.max_uri_bytes == 0 {
-        return Err(StartError::Limits(
-            "max_uri_bytes must be at least 1 (the path \"/\")".into(),
-        ));
+    if let Some((_, problem)) = limits.problems().into_iter().next() {
+        return Err(StartError::Limits(problem));
     }
     let idle = calvin_proto::IDLE_TIMEOUT.as_secs();
     if limits.upstream_connect_timeout_secs <= idle {

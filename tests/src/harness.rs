@@ -294,6 +294,21 @@ impl CurlOutput {
     }
 }
 
+/// Writes a secret as an operator should: readable by its owner alone
+/// (`calvin-edge serve` refuses a tokens file open to others).
+pub fn write_secret(path: &Path, text: &str) {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .expect("secret file");
+    file.write_all(text.as_bytes()).expect("write secret");
+}
+
 /// Runs `curl -sS --cacert CA ARGS...` and returns the status, headers and
 /// body of the response.
 pub async fn curl(ca: &Path, args: &[&str]) -> CurlOutput {

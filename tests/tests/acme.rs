@@ -14,7 +14,9 @@ use std::time::Duration;
 use calvin_edge::cert_store::CertInfo;
 use calvin_tests::pebble::Pebble;
 use calvin_tests::serve_edge::{ServeEdge, free_udp_tcp_port, served_serial};
-use calvin_tests::{Origin, Process, curl, eventually, preview_when_connected, tls_client_config};
+use calvin_tests::{
+    Origin, Process, curl, eventually, preview_when_connected, tls_client_config, write_secret,
+};
 use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -53,11 +55,10 @@ impl Setup {
 
     /// The same, with another directory URL.
     async fn edge_for(&self, directory: &str, extra_acme: &str) -> ServeEdge {
-        std::fs::write(
-            self.path("tokens.toml"),
+        write_secret(
+            &self.path("tokens.toml"),
             "team-a = \"0123456789abcdef0123456789abcdef\"\n",
-        )
-        .expect("tokens");
+        );
         let config = format!(
             r#"
 domain = "{ZONE}"

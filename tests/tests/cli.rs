@@ -346,7 +346,7 @@ async fn serve_runs_a_configured_edge_with_accounts_from_token_files() {
     // A certificate and key from files, as an operator would have them.
     let certs = calvin_edge::dev::load_or_create(&dir.path().join("certs"), DOMAIN).expect("certs");
     let team_a = token_for("team-a");
-    std::fs::write(dir.path().join("team-a.token"), format!("{team_a}\n")).expect("token");
+    write_secret(&dir.path().join("team-a.token"), &format!("{team_a}\n"));
     let config = dir.path().join("edge.toml");
     std::fs::write(
         &config,

@@ -1,0 +1,282 @@
+//! `calvin-edge check-config FILE`, run as an operator would before a
+//! restart: every problem with its key and line, exit 1; a one-line
+//! summary, exit 0. `serve` refuses the same file with the same report.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use calvin_tests::{binary, write_secret};
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+/// A directory with a certificate and key (from the dev CA, 0600), a
+/// private tokens file, and room for configurations.
+struct Setup {
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        calvin_edge::dev::load_or_create(&dir.path().join("certs"), "preview.test").expect("certs");
+        write_secret(
+            &dir.path().join("tokens.toml"),
+            &format!("team-a = \"{TOKEN}\"\nteam-b = \"{TOKEN}ff\"\n"),
+        );
+        Self { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A configuration that passes, with `limits` in its [limits] and
+    /// `listen` in its [listen].
+    fn config(&self, listen: &str, limits: &str) -> String {
+        format!(
+            r#"domain = "preview.test"
+state_dir = "{state}"
+
+[listen]
+https = "127.0.0.1:0"
+http = "127.0.0.1:0"
+quic = "127.0.0.1:0"
+{listen}
+
+[tls]
+cert_file = "{cert}"
+key_file = "{key}"
+
+[agents]
+tokens_file = "{tokens}"
+
+[limits]
+{limits}
+"#,
+            state = self.path("state").display(),
+            cert = self.path("certs/edge.pem").display(),
+            key = self.path("certs/edge.key").display(),
+            tokens = self.path("tokens.toml").display(),
+        )
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.path(name);
+        std::fs::write(&path, text).expect("config");
+        path
+    }
+}
+
+fn check(config: &Path) -> Output {
+    std::process::Command::new(binary("calvin-edge"))
+        .arg("check-config")
+        .arg(config)
+        .output()
+        .expect("calvin-edge runs")
+}
+
+fn stderr_lines(out: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The 1-based line of the first line of `text` that starts with `start`.
+fn line_of(text: &str, start: &str) -> usize {
+    text.lines()
+        .position(|l| l.starts_with(start))
+        .expect("line in config")
+        + 1
+}
+
+#[test]
+fn a_good_config_passes_with_a_one_line_summary() {
+    let s = Setup::new();
+    let path = s.write("edge.toml", &s.config("", "grace_period_secs = 5"));
+    let out = check(&path);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert_eq!(
+        stdout.trim(),
+        format!(
+            "{}: ok: domain preview.test, certificate from files, 2 accounts, listening https \
+             127.0.0.1:0, http 127.0.0.1:0, quic 127.0.0.1:0",
+            path.display()
+        )
+    );
+    // Checking touches nothing: no state directory was made.
+    assert!(!s.path("state").exists());
+}
+
+#[test]
+fn every_problem_is_named_with_its_key_and_line() {
+    let s = Setup::new();
+    std::fs::set_permissions(
+        s.path("tokens.toml"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o644),
+    )
+    .expect("chmod");
+    let text = s
+        .config(
+            "dns = \"127.0.0.1:5353:1\"",
+            "colour = \"blue\"\nupstream_idle_timeout_secs = 86401\nhello_timeout_secs = 300",
+        )
+        .replace("certs/edge.pem", "certs/missing.pem");
+    let path = s.write("edge.toml", &text);
+    let out = check(&path);
+    assert_eq!(out.status.code(), Some(1));
+    let lines = stderr_lines(&out);
+    let at = |start: &str| format!("{}:{}: ", path.display(), line_of(&text, start));
+    let want = [
+        format!("{}listen.dns: invalid socket address syntax", at("dns =")),
+        format!(
+            "{}tls.cert_file: cannot read {}: No such file or directory (os error 2)",
+            at("cert_file"),
+            s.path("certs/missing.pem").display()
+        ),
+        format!(
+            "{}agents.tokens_file: {} holds a secret but is open to its group or others (mode \
+             0644): chmod 600 it",
+            at("tokens_file"),
+            s.path("tokens.toml").display()
+        ),
+        format!("{}limits.colour: unknown field `colour`", at("colour")),
+        format!(
+            "{}limits.upstream_idle_timeout_secs: upstream_idle_timeout_secs must be from 1 to \
+             86400, got 86401",
+            at("upstream_idle_timeout_secs")
+        ),
+    ];
+    for want in &want {
+        assert!(
+            lines.iter().any(|l| l.starts_with(want.as_str())),
+            "{want:?} not in\n{}",
+            lines.join("\n")
+        );
+    }
+    // hello_timeout_secs = 300 is its most, and passes; nothing else is
+    // reported but the count.
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains(": limits.hello_timeout_secs:")),
+        "{lines:?}"
+    );
+    assert_eq!(lines.len(), want.len() + 1, "{lines:?}");
+    // In the file's order.
+    let numbers: Vec<usize> = lines[..want.len()]
+        .iter()
+        .map(|l| {
+            let rest = &l[path.display().to_string().len() + 1..];
+            rest[..rest.find(':').expect("line number")]
+                .parse()
+                .expect("a number")
+        })
+        .collect();
+    assert!(numbers.is_sorted(), "{numbers:?}");
+    assert_eq!(
+        lines.last().map(String::as_str),
+        Some(format!("calvin-edge: {} has 5 problems", path.display()).as_str())
+    );
+}
+
+/// Each duration at its bound passes and one past it fails, named.
+#[test]
+fn durations_are_bounded_at_both_ends() {
+    let s = Setup::new();
+    for (key, min, max) in [
+        ("grace_period_secs", 0u64, 3600u64),
+        ("hello_timeout_secs", 1, 300),
+        ("reconnect_wait_secs", 0, 300),
+        ("name_lease_secs", 0, 366 * 86_400),
+    ] {
+        let ok = s.write("ok.toml", &s.config("", &format!("{key} = {max}\n")));
+        assert!(check(&ok).status.success(), "{key} = {max}");
+        let ok = s.write("ok.toml", &s.config("", &format!("{key} = {min}\n")));
+        assert!(check(&ok).status.success(), "{key} = {min}");
+        let mut past = vec![max + 1];
+        if min > 0 {
+            past.push(min - 1);
+        }
+        for value in past {
+            let bad = s.write("bad.toml", &s.config("", &format!("{key} = {value}\n")));
+            let out = check(&bad);
+            let lines = stderr_lines(&out);
+            assert_eq!(out.status.code(), Some(1), "{key} = {value}");
+            assert!(
+                lines[0].contains(&format!(
+                    "limits.{key}: {key} must be from {min} to {max}, got {value}"
+                )),
+                "{lines:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_absurd_duration_is_refused_by_serve_before_anything_starts() {
+    let s = Setup::new();
+    let path = s.write(
+        "edge.toml",
+        &s.config("", "grace_period_secs = 18446744073709551615\n"),
+    );
+    let out = std::process::Command::new(binary("calvin-edge"))
+        .args(["serve", "--config"])
+        .arg(&path)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("limits.grace_period_secs: grace_period_secs must be from 0 to 3600"),
+        "{err}"
+    );
+    assert!(err.contains("nothing was started"), "{err}");
+    assert!(!s.path("state").exists(), "nothing was made");
+}
+
+#[test]
+fn a_missing_file_and_accounts_are_named() {
+    let s = Setup::new();
+    write_secret(&s.path("short.token"), "short\n");
+    let text = format!(
+        "{}\n[[accounts]]\nname = \"team-a\"\ntoken = \"{TOKEN}\"\n\n[[accounts]]\nname = \
+         \"team-c\"\ntoken_file = \"{}\"\n",
+        s.config("", "").replace(
+            &s.path("tokens.toml").display().to_string(),
+            "/nonexistent/tokens.toml"
+        ),
+        s.path("short.token").display()
+    );
+    let path = s.write("edge.toml", &text);
+    let lines = stderr_lines(&check(&path));
+    let short = line_of(
+        &text,
+        &format!("token_file = \"{}", s.path("short.token").display()),
+    );
+    for want in [
+        format!(
+            "{}:{}: agents.tokens_file: cannot read /nonexistent/tokens.toml: No such file or \
+             directory (os error 2)",
+            path.display(),
+            line_of(&text, "tokens_file")
+        ),
+        format!(
+            "{}:{short}: accounts[1].token_file: account \"team-c\": a token must be at least 32 \
+             characters",
+            path.display()
+        ),
+    ] {
+        assert!(
+            lines.contains(&want),
+            "{want:?} not in\n{}",
+            lines.join("\n")
+        );
+    }
+}
