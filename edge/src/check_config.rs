@@ -58,12 +58,16 @@ pub fn check(path: &Path) -> Result<(ConfigFile, String), Vec<Problem>> {
             file: path.to_owned(),
             line: None,
             key: String::new(),
-            message: format!("cannot read it: {e}"),
+            message: format!("cannot read {}: {e}", path.display()),
         }]
     })?;
     let doc = Doc { path, text: &text };
     let (config, mut problems) = doc.read();
+    // In the file's order; those of no place (a missing key) last.
+    let in_order =
+        |problems: &mut Vec<Problem>| problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
     let Some(config) = config else {
+        in_order(&mut problems);
         return Err(problems);
     };
     // Keys blanked after a read error stand at their defaults now: what
@@ -80,8 +84,7 @@ pub fn check(path: &Path) -> Result<(ConfigFile, String), Vec<Problem>> {
             .iter()
             .any(|top| under(&p.key, top) || under(top, &p.key))
     }));
-    // In the file's order; those of no place (a missing key) last.
-    problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
+    in_order(&mut problems);
     if problems.is_empty() {
         let summary = summary(path, &config);
         Ok((config, summary))
@@ -139,7 +142,30 @@ impl Doc<'_> {
                 Ok(config) => return (Some(config), problems),
                 Err(error) => error,
             };
-            let span = error.span().filter(|s| s.start < work.len());
+            let message = error.message().trim().to_owned();
+            // An empty span is the whole document's (the root table).
+            let span = error
+                .span()
+                .filter(|s| s.start < s.end && s.start < work.len());
+            if let Some(field) = missing_field(&message) {
+                // Named by its table; nothing to blank, so the read ends.
+                let table = span
+                    .as_ref()
+                    .map(|s| key_at(&work, s.start))
+                    .unwrap_or_default();
+                let key = if table.is_empty() {
+                    field.to_owned()
+                } else {
+                    format!("{table}.{field}")
+                };
+                problems.push(Problem {
+                    file: self.path.to_owned(),
+                    line: self.line_of(&table),
+                    key,
+                    message,
+                });
+                return (None, problems);
+            }
             let key = span
                 .as_ref()
                 .map(|s| key_at(self.text, s.start))
@@ -148,9 +174,8 @@ impl Doc<'_> {
                 file: self.path.to_owned(),
                 line: span.as_ref().map(|s| self.line_at(s.start)),
                 key,
-                message: error.message().trim().to_owned(),
+                message,
             });
-            // Without a place (a missing key) there is nothing to blank.
             match span {
                 Some(span) if blank(&mut work, span.start) => {}
                 _ => return (None, problems),
@@ -309,58 +334,45 @@ impl Doc<'_> {
     /// readable, private and long enough, no name given twice.
     fn check_accounts(&self, config: &ConfigFile) -> Vec<Problem> {
         let mut problems = Vec::new();
+        // (name, token, the key it came from)
+        let mut tokens: Vec<(String, String, String)> = Vec::new();
         let mut names: Vec<String> = Vec::new();
-        let short = |name: &str, token: &str, key: &str, problems: &mut Vec<Problem>| {
-            if token.len() < MIN_TOKEN_LEN {
-                problems.push(self.problem(
-                    key,
-                    format!(
-                        "account {name:?}: a token must be at least {MIN_TOKEN_LEN} characters"
-                    ),
-                ));
-            }
-        };
         if let Some(agents) = &config.agents {
             let file = &agents.tokens_file;
-            match unreadable(file).or_else(|| open_to(file, 0o077)) {
-                Some(why) => problems.push(self.problem("agents.tokens_file", why)),
-                None => match std::fs::read_to_string(file)
-                    .map_err(|e| e.to_string())
-                    .and_then(|t| {
-                        toml::from_str::<BTreeMap<String, String>>(&t).map_err(|e| {
-                            let line = e
-                                .span()
-                                .map(|s| t[..s.start.min(t.len())].matches('\n').count() + 1);
-                            format!(
-                                "{}{}: {}",
-                                file.display(),
-                                line.map(|l| format!(":{l}")).unwrap_or_default(),
-                                e.message().trim()
-                            )
-                        })
-                    }) {
-                    Ok(tokens) => {
-                        for (name, token) in tokens {
-                            short(&name, &token, "agents.tokens_file", &mut problems);
-                            names.push(name);
-                        }
+            let key = "agents.tokens_file";
+            match secret(file).and_then(|t| {
+                toml::from_str::<BTreeMap<String, String>>(&t).map_err(|e| {
+                    let line = e
+                        .span()
+                        .map(|s| t[..s.start.min(t.len())].matches('\n').count() + 1);
+                    format!(
+                        "{}{}: {}",
+                        file.display(),
+                        line.map(|l| format!(":{l}")).unwrap_or_default(),
+                        e.message().trim()
+                    )
+                })
+            }) {
+                Ok(read) => {
+                    for (name, token) in read {
+                        names.push(name.clone());
+                        tokens.push((name, token, key.into()));
                     }
-                    Err(why) => problems.push(self.problem("agents.tokens_file", why)),
-                },
+                }
+                Err(why) => problems.push(self.problem(key, why)),
             }
         }
         for (i, account) in config.accounts.iter().enumerate() {
             let key = format!("accounts[{i}]");
             match (&account.token, &account.token_file) {
-                (Some(token), None) => short(&account.name, token, &key, &mut problems),
+                (Some(token), None) => {
+                    tokens.push((account.name.clone(), token.clone(), format!("{key}.token")));
+                }
                 (None, Some(file)) => {
                     let key = format!("{key}.token_file");
-                    match unreadable(file).or_else(|| open_to(file, 0o077)) {
-                        Some(why) => problems.push(self.problem(&key, why)),
-                        None => {
-                            let token = std::fs::read_to_string(file).unwrap_or_default();
-                            short(&account.name, token.trim(), &key, &mut problems);
-                        }
+                    match secret(file) {
+                        Ok(token) => tokens.push((account.name.clone(), token.trim().into(), key)),
+                        Err(why) => problems.push(self.problem(&key, why)),
                     }
                 }
                 _ => problems.push(self.problem(
@@ -373,11 +385,26 @@ impl Doc<'_> {
             }
             if names.contains(&account.name) {
                 problems.push(self.problem(
-                    format!("accounts[{i}].name"),
+                    format!("{key}.name"),
                     format!("account {:?} is given twice", account.name),
                 ));
             }
             names.push(account.name.clone());
+        }
+        for (i, (name, token, key)) in tokens.iter().enumerate() {
+            if token.len() < MIN_TOKEN_LEN {
+                problems.push(self.problem(
+                    key,
+                    format!(
+                        "account {name:?}: a token must be at least {MIN_TOKEN_LEN} characters"
+                    ),
+                ));
+            } else if let Some((first, ..)) = tokens[..i].iter().find(|(_, t, _)| t == token) {
+                problems.push(self.problem(
+                    key,
+                    format!("accounts {first:?} and {name:?} have the same token"),
+                ));
+            }
         }
         if names.is_empty() && problems.is_empty() {
             problems.push(self.problem(
@@ -387,6 +414,19 @@ impl Doc<'_> {
         }
         problems
     }
+}
+
+/// A secret file's text: readable, and open to its owner alone.
+fn secret(path: &Path) -> Result<String, String> {
+    if let Some(why) = unreadable(path).or_else(|| open_to(path, 0o077)) {
+        return Err(why);
+    }
+    std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+/// The field a "missing field `x`" error names.
+fn missing_field(message: &str) -> Option<&str> {
+    message.strip_prefix("missing field `")?.split('`').next()
 }
 
 /// Why a file cannot be read, if it cannot.
@@ -474,12 +514,15 @@ fn find(table: &DeTable, offset: usize, path: &mut Vec<String>) -> bool {
 }
 
 /// Blanks (to spaces, keeping every offset and line) what an error at
-/// `offset` is about: the line of a key, or a whole table from its header
-/// to the next. False if nothing was left to blank.
+/// `offset` is about: a table from its header to the next header, or the
+/// whole entry (key to the end of its value, over as many lines as it
+/// takes) that holds `offset`, widened to whole lines. False if nothing
+/// was left to blank.
 fn blank(text: &mut String, offset: usize) -> bool {
     let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
     let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
-    let end = if text[start..line_end].trim_start().starts_with('[') {
+    let entry = entry_at(text, offset);
+    let (start, end) = if text[start..line_end].trim_start().starts_with('[') && entry.is_none() {
         // A table: to the next header.
         let mut end = line_end;
         while end < text.len() {
@@ -491,22 +534,60 @@ fn blank(text: &mut String, offset: usize) -> bool {
             }
             end = next;
         }
-        end
+        (start, end)
     } else {
-        line_end
+        match entry {
+            Some((from, to)) => {
+                let from = text[..from].rfind('\n').map_or(0, |i| i + 1);
+                let to = text[to..].find('\n').map_or(text.len(), |i| to + i);
+                (from.min(start), to.max(line_end))
+            }
+            None => (start, line_end),
+        }
     };
     if text[start..end].trim().is_empty() {
         return false;
     }
     let blanked: String = text[start..end]
-        .chars()
-        .map(|c| if c == '\n' { '\n' } else { ' ' })
+        .bytes()
+        .map(|b| if b == b'\n' { '\n' } else { ' ' })
         .collect();
-    // Multi-byte characters become one space each: keep byte offsets by
-    // padding to the same length.
-    let padded = format!("{blanked:width$}", width = end - start);
-    text.replace_range(start..end, &padded);
+    text.replace_range(start..end, &blanked);
     true
+}
+
+/// The span, key to the end of its value, of the innermost entry that is
+/// not a table and holds `offset`.
+fn entry_at(text: &str, offset: usize) -> Option<(usize, usize)> {
+    fn inner(table: &DeTable, offset: usize) -> Option<(usize, usize)> {
+        for (k, v) in table {
+            match v.get_ref() {
+                DeValue::Table(t) => {
+                    if let Some(found) = inner(t, offset) {
+                        return Some(found);
+                    }
+                }
+                DeValue::Array(items) => {
+                    for item in items {
+                        if let DeValue::Table(t) = item.get_ref()
+                            && let Some(found) = inner(t, offset)
+                        {
+                            return Some(found);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            let (from, to) = (k.span().start, v.span().end.max(k.span().end));
+            let is_table = matches!(v.get_ref(), DeValue::Table(_));
+            if !is_table && (from..to).contains(&offset) {
+                return Some((from, to));
+            }
+        }
+        None
+    }
+    let table = DeTable::parse(text).ok()?;
+    inner(table.get_ref(), offset)
 }
 
 /// One line: what the edge would run.

@@ -350,6 +350,50 @@ pub(crate) fn canonical_domain(domain: &str) -> Result<String, StartError> {
 mod tests {
     use super::*;
 
+    /// Each duration at both ends of its range passes, and one past
+    /// either end is refused, named; every name in the table is a field.
+    #[test]
+    fn every_duration_is_bounded() {
+        let with = |key: &str, value: u64| {
+            let mut limits = Limits::default();
+            let field = match key {
+                "grace_period_secs" => &mut limits.grace_period_secs,
+                "upstream_timeout_secs" => &mut limits.upstream_timeout_secs,
+                "upstream_connect_timeout_secs" => &mut limits.upstream_connect_timeout_secs,
+                "upstream_idle_timeout_secs" => &mut limits.upstream_idle_timeout_secs,
+                "name_lease_secs" => &mut limits.name_lease_secs,
+                "hello_timeout_secs" => &mut limits.hello_timeout_secs,
+                "header_read_timeout_secs" => &mut limits.header_read_timeout_secs,
+                "reconnect_wait_secs" => &mut limits.reconnect_wait_secs,
+                "request_body_rate_window_secs" => &mut limits.request_body_rate_window_secs,
+                other => panic!("{other} is not a duration of Limits"),
+            };
+            *field = value;
+            assert_eq!(limits.duration_secs(key), Some(value), "{key}");
+            limits.problems()
+        };
+        assert!(Limits::default().problems().is_empty());
+        assert_eq!(DURATION_BOUNDS.len(), 9);
+        for &(key, min, max) in DURATION_BOUNDS {
+            assert!(with(key, min).is_empty(), "{key} = {min}");
+            assert!(with(key, max).is_empty(), "{key} = {max}");
+            let mut past = vec![max + 1, u64::MAX];
+            if min > 0 {
+                past.push(min - 1);
+            }
+            for value in past {
+                assert_eq!(
+                    with(key, value),
+                    vec![(
+                        key,
+                        format!("{key} must be from {min} to {max}, got {value}")
+                    )],
+                    "{key} = {value}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn request_head_limits_are_checked_at_start() {
         let with = |head, headers, uri| Limits {

@@ -255,7 +255,10 @@ fn a_missing_file_and_accounts_are_named() {
         s.path("short.token").display()
     );
     let path = s.write("edge.toml", &text);
-    let lines = stderr_lines(&check(&path));
+    let out = check(&path);
+    assert_eq!(out.status.code(), Some(1));
+    let lines = stderr_lines(&out);
+    assert_eq!(lines.len(), 3, "two problems and the count: {lines:?}");
     let short = line_of(
         &text,
         &format!("token_file = \"{}", s.path("short.token").display()),
@@ -279,4 +282,57 @@ fn a_missing_file_and_accounts_are_named() {
             lines.join("\n")
         );
     }
+}
+
+/// A required key missing is named once, by its table, at the table's
+/// line; a value over several lines is passed over whole, so its other
+/// lines are not taken for more problems.
+#[test]
+fn a_missing_key_and_a_long_value_are_each_one_problem() {
+    let s = Setup::new();
+    let text = s.config("", "").replace(
+        &format!("tokens_file = \"{}\"", s.path("tokens.toml").display()),
+        "tokens-file = [\n  \"a\",\n  [\"b\"],\n]",
+    );
+    let path = s.write("edge.toml", &text);
+    let out = check(&path);
+    assert_eq!(out.status.code(), Some(1));
+    let lines = stderr_lines(&out);
+    let at = |start: &str| format!("{}:{}: ", path.display(), line_of(&text, start));
+    assert_eq!(
+        lines,
+        vec![
+            format!(
+                "{}agents.tokens_file: missing field `tokens_file`",
+                at("[agents]")
+            ),
+            format!(
+                "{}agents.tokens-file: unknown field `tokens-file`, expected `tokens_file`",
+                at("tokens-file")
+            ),
+            format!("calvin-edge: {} has 2 problems", path.display()),
+        ]
+    );
+}
+
+#[test]
+fn two_accounts_with_one_token_are_refused() {
+    let s = Setup::new();
+    write_secret(
+        &s.path("tokens.toml"),
+        &format!("team-a = \"{TOKEN}\"\nteam-b = \"{TOKEN}\"\n"),
+    );
+    let path = s.write("edge.toml", &s.config("", ""));
+    let out = check(&path);
+    assert_eq!(out.status.code(), Some(1));
+    let lines = stderr_lines(&out);
+    assert_eq!(
+        lines[0],
+        format!(
+            "{}:{}: agents.tokens_file: accounts \"team-a\" and \"team-b\" have the same token",
+            path.display(),
+            line_of(&s.config("", ""), "tokens_file")
+        )
+    );
+    assert_eq!(lines.len(), 2, "{lines:?}");
 }
