@@ -16,9 +16,10 @@ use std::path::{Path, PathBuf};
 
 use toml::de::{DeTable, DeValue};
 
-use crate::accounts::MIN_TOKEN_LEN;
-use crate::config::ConfigFile;
-use crate::settings::canonical_domain;
+use crate::StartError;
+use crate::accounts::{AccountError, MIN_TOKEN_LEN};
+use crate::config::{ConfigError, ConfigFile};
+use crate::settings::{canonical_domain, out_of_range};
 
 /// One thing wrong with a configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +62,11 @@ pub fn check(path: &Path) -> Result<(ConfigFile, String), Vec<Problem>> {
             message: format!("cannot read {}: {e}", path.display()),
         }]
     })?;
-    let doc = Doc { path, text: &text };
+    let doc = Doc {
+        path,
+        text: &text,
+        table: DeTable::parse(&text).ok().map(|t| t.into_inner()),
+    };
     let (config, mut problems) = doc.read();
     // In the file's order; those of no place (a missing key) last.
     let in_order =
@@ -79,24 +84,27 @@ pub fn check(path: &Path) -> Result<(ConfigFile, String), Vec<Problem>> {
                 || key.starts_with(&format!("{top}."))
                 || key.starts_with(&format!("{top}[")))
     };
-    problems.extend(doc.check(&config).into_iter().filter(|p| {
+    let (more, accounts) = doc.check(&config);
+    problems.extend(more.into_iter().filter(|p| {
         !blanked
             .iter()
             .any(|top| under(&p.key, top) || under(top, &p.key))
     }));
     in_order(&mut problems);
     if problems.is_empty() {
-        let summary = summary(path, &config);
+        let summary = summary(path, &config, accounts);
         Ok((config, summary))
     } else {
         Err(problems)
     }
 }
 
-/// The configuration's text, to find keys' lines in.
+/// The configuration's text, and its table (when it parses), to find
+/// keys' lines in.
 struct Doc<'a> {
     path: &'a Path,
     text: &'a str,
+    table: Option<DeTable<'a>>,
 }
 
 impl Doc<'_> {
@@ -151,7 +159,7 @@ impl Doc<'_> {
                 // Named by its table; nothing to blank, so the read ends.
                 let table = span
                     .as_ref()
-                    .map(|s| key_at(&work, s.start))
+                    .map(|s| locate(&work, s.start).0)
                     .unwrap_or_default();
                 let key = if table.is_empty() {
                     field.to_owned()
@@ -168,7 +176,7 @@ impl Doc<'_> {
             }
             let key = span
                 .as_ref()
-                .map(|s| key_at(self.text, s.start))
+                .map(|s| locate(self.text, s.start).0)
                 .unwrap_or_default();
             problems.push(Problem {
                 file: self.path.to_owned(),
@@ -190,9 +198,8 @@ impl Doc<'_> {
         if key.is_empty() {
             return None;
         }
-        let table = DeTable::parse(self.text).ok()?;
         let mut span = None;
-        let mut here: &DeTable = table.get_ref();
+        let mut here: &DeTable = self.table.as_ref()?;
         for part in key.split('.') {
             let (name, index) = match part.split_once('[') {
                 Some((name, rest)) => (name, rest.trim_end_matches(']').parse::<usize>().ok()),
@@ -221,7 +228,8 @@ impl Doc<'_> {
     }
 
     /// What serde cannot see.
-    fn check(&self, config: &ConfigFile) -> Vec<Problem> {
+    /// Also how many accounts there are.
+    fn check(&self, config: &ConfigFile) -> (Vec<Problem>, usize) {
         let mut problems = Vec::new();
         let mut add = |key: &str, message: String| problems.push(self.problem(key, message));
 
@@ -257,12 +265,7 @@ impl Doc<'_> {
             }
             (None, Some(acme)) => {
                 if config.listen.dns.is_none() {
-                    add(
-                        "acme",
-                        "ACME certificates need the edge's own DNS: set [listen] dns and \
-                         public_ips, and delegate the zone to the edge"
-                            .into(),
-                    );
+                    add("acme", StartError::AcmeWithoutDns.to_string());
                 }
                 if !(acme.directory.starts_with("https://")
                     || acme.directory.starts_with("http://"))
@@ -275,23 +278,9 @@ impl Doc<'_> {
                 if let Some(why) = acme.ca_file.as_deref().and_then(unreadable) {
                     add("acme.ca_file", why);
                 }
-                for (key, value, min, max) in [
-                    ("acme.retry_min_secs", acme.retry_min_secs, 1, 86_400),
-                    (
-                        "acme.retry_max_secs",
-                        acme.retry_max_secs,
-                        acme.retry_min_secs,
-                        7 * 86_400,
-                    ),
-                    (
-                        "acme.attempt_timeout_secs",
-                        acme.attempt_timeout_secs,
-                        1,
-                        3600,
-                    ),
-                ] {
-                    if !(min..=max).contains(&value) {
-                        add(key, format!("must be from {min} to {max}, got {value}"));
+                for (key, value, min, max) in acme.bounds() {
+                    if let Some(problem) = out_of_range(key, value, min, max) {
+                        add(&format!("acme.{key}"), problem);
                     }
                 }
                 // Any larger value is safe: past the lifetime it means
@@ -304,35 +293,30 @@ impl Doc<'_> {
                     );
                 }
             }
-            _ => add(
-                "tls",
-                "give exactly one of [tls] (a certificate of your own) and [acme] (one the edge \
-                 obtains)"
-                    .into(),
-            ),
+            _ => add("tls", ConfigError::CertificateSource.to_string()),
         }
         if config.listen.dns.is_some() && config.public_ips.is_empty() {
-            add(
-                "public_ips",
-                "[listen] dns is set but public_ips is empty: the zone would have no addresses"
-                    .into(),
-            );
+            add("public_ips", ConfigError::NoPublicIps.to_string());
         }
-        if let Some(ttl) = config.dns.ttl
-            && !(1..=86_400).contains(&ttl)
+        if let Some(problem) = config
+            .dns
+            .ttl
+            .and_then(|ttl| out_of_range("ttl", ttl.into(), 1, 86_400))
         {
-            add("dns.ttl", format!("must be from 1 to 86400, got {ttl}"));
+            add("dns.ttl", problem);
         }
         for (key, message) in config.limits.problems() {
             add(&format!("limits.{key}"), message);
         }
-        problems.extend(self.check_accounts(config));
-        problems
+        let (more, accounts) = self.check_accounts(config);
+        problems.extend(more);
+        (problems, accounts)
     }
 
     /// Accounts from the tokens file and the `[[accounts]]`: each token
     /// readable, private and long enough, no name given twice.
-    fn check_accounts(&self, config: &ConfigFile) -> Vec<Problem> {
+    /// Also how many accounts there are.
+    fn check_accounts(&self, config: &ConfigFile) -> (Vec<Problem>, usize) {
         let mut problems = Vec::new();
         // (name, token, the key it came from)
         let mut tokens: Vec<(String, String, String)> = Vec::new();
@@ -375,44 +359,32 @@ impl Doc<'_> {
                         Err(why) => problems.push(self.problem(&key, why)),
                     }
                 }
-                _ => problems.push(self.problem(
-                    &key,
-                    format!(
-                        "account {:?}: give exactly one of token and token_file",
-                        account.name
-                    ),
-                )),
+                _ => problems
+                    .push(self.problem(&key, ConfigError::Token(account.name.clone()).to_string())),
             }
             if names.contains(&account.name) {
                 problems.push(self.problem(
                     format!("{key}.name"),
-                    format!("account {:?} is given twice", account.name),
+                    ConfigError::DuplicateAccount(account.name.clone()).to_string(),
                 ));
             }
             names.push(account.name.clone());
         }
         for (i, (name, token, key)) in tokens.iter().enumerate() {
             if token.len() < MIN_TOKEN_LEN {
-                problems.push(self.problem(
-                    key,
-                    format!(
-                        "account {name:?}: a token must be at least {MIN_TOKEN_LEN} characters"
-                    ),
-                ));
+                problems
+                    .push(self.problem(key, AccountError::ShortToken(name.clone()).to_string()));
             } else if let Some((first, ..)) = tokens[..i].iter().find(|(_, t, _)| t == token) {
                 problems.push(self.problem(
                     key,
-                    format!("accounts {first:?} and {name:?} have the same token"),
+                    AccountError::SharedToken(first.clone(), name.clone()).to_string(),
                 ));
             }
         }
         if names.is_empty() && problems.is_empty() {
-            problems.push(self.problem(
-                "accounts",
-                "no accounts: give [agents] tokens_file, or at least one [[accounts]] with a token",
-            ));
+            problems.push(self.problem("accounts", ConfigError::NoAccounts.to_string()));
         }
-        problems
+        (problems, names.len())
     }
 }
 
@@ -460,32 +432,38 @@ fn open_to(path: &Path, mask: u32) -> Option<String> {
     })
 }
 
-/// The dotted key of the deepest entry whose key or value holds `offset`.
-fn key_at(text: &str, offset: usize) -> String {
+/// What holds `offset` in `text`: the dotted key of the deepest entry
+/// whose key or value holds it, and that entry's span (key to the end of
+/// its value) unless it is a table.
+fn locate(text: &str, offset: usize) -> (String, Option<(usize, usize)>) {
     let Ok(table) = DeTable::parse(text) else {
-        return String::new();
+        return (String::new(), None);
     };
     let mut path = Vec::new();
-    find(table.get_ref(), offset, &mut path);
-    path.join(".")
+    let entry = find(table.get_ref(), offset, &mut path).flatten();
+    (path.join("."), entry)
 }
 
-/// Pushes onto `path` the keys down to the entry that holds `offset`.
-fn find(table: &DeTable, offset: usize, path: &mut Vec<String>) -> bool {
+/// Pushes onto `path` the keys down to the entry that holds `offset`;
+/// `None` if no entry of `table` does, else the entry's span unless it is
+/// a table.
+fn find(table: &DeTable, offset: usize, path: &mut Vec<String>) -> Option<Option<(usize, usize)>> {
     for (k, v) in table {
-        let name = k.get_ref().to_string();
+        let span = (k.span().start, v.span().end.max(k.span().end));
         let own = k.span().contains(&offset)
             || v.span().contains(&offset)
-            || (k.span().start..v.span().end).contains(&offset);
+            || (span.0..span.1).contains(&offset);
+        let name = k.get_ref().to_string();
         match v.get_ref() {
             // A table's entries may lie anywhere (under its header, or
             // dotted keys): it holds the offset if one of them does.
             DeValue::Table(t) => {
                 path.push(name);
-                if find(t, offset, path) || own {
-                    return true;
-                }
-                path.pop();
+                match find(t, offset, path) {
+                    Some(found) => return Some(found),
+                    None if own => return Some(None),
+                    None => path.pop(),
+                };
             }
             DeValue::Array(items) => {
                 for (i, item) in items.iter().enumerate() {
@@ -493,24 +471,25 @@ fn find(table: &DeTable, offset: usize, path: &mut Vec<String>) -> bool {
                         continue;
                     };
                     path.push(format!("{name}[{i}]"));
-                    if find(t, offset, path) || item.span().contains(&offset) {
-                        return true;
-                    }
-                    path.pop();
+                    match find(t, offset, path) {
+                        Some(found) => return Some(found),
+                        None if item.span().contains(&offset) => return Some(None),
+                        None => path.pop(),
+                    };
                 }
                 if own {
                     path.push(name);
-                    return true;
+                    return Some(Some(span));
                 }
             }
             _ if own => {
                 path.push(name);
-                return true;
+                return Some(Some(span));
             }
             _ => {}
         }
     }
-    false
+    None
 }
 
 /// Blanks (to spaces, keeping every offset and line) what an error at
@@ -521,7 +500,7 @@ fn find(table: &DeTable, offset: usize, path: &mut Vec<String>) -> bool {
 fn blank(text: &mut String, offset: usize) -> bool {
     let start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
     let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
-    let entry = entry_at(text, offset);
+    let (_, entry) = locate(text, offset);
     let (start, end) = if text[start..line_end].trim_start().starts_with('[') && entry.is_none() {
         // A table: to the next header.
         let mut end = line_end;
@@ -556,42 +535,8 @@ fn blank(text: &mut String, offset: usize) -> bool {
     true
 }
 
-/// The span, key to the end of its value, of the innermost entry that is
-/// not a table and holds `offset`.
-fn entry_at(text: &str, offset: usize) -> Option<(usize, usize)> {
-    fn inner(table: &DeTable, offset: usize) -> Option<(usize, usize)> {
-        for (k, v) in table {
-            match v.get_ref() {
-                DeValue::Table(t) => {
-                    if let Some(found) = inner(t, offset) {
-                        return Some(found);
-                    }
-                }
-                DeValue::Array(items) => {
-                    for item in items {
-                        if let DeValue::Table(t) = item.get_ref()
-                            && let Some(found) = inner(t, offset)
-                        {
-                            return Some(found);
-                        }
-                    }
-                }
-                _ => {}
-            }
-            let (from, to) = (k.span().start, v.span().end.max(k.span().end));
-            let is_table = matches!(v.get_ref(), DeValue::Table(_));
-            if !is_table && (from..to).contains(&offset) {
-                return Some((from, to));
-            }
-        }
-        None
-    }
-    let table = DeTable::parse(text).ok()?;
-    inner(table.get_ref(), offset)
-}
-
 /// One line: what the edge would run.
-fn summary(path: &Path, config: &ConfigFile) -> String {
+fn summary(path: &Path, config: &ConfigFile, accounts: usize) -> String {
     let listen = &config.listen;
     let mut listeners = Vec::new();
     if let Some(a) = listen.https {
@@ -604,13 +549,6 @@ fn summary(path: &Path, config: &ConfigFile) -> String {
     if let Some(a) = listen.dns {
         listeners.push(format!("dns {a}"));
     }
-    let accounts = config.accounts.len()
-        + config
-            .agents
-            .as_ref()
-            .and_then(|a| std::fs::read_to_string(&a.tokens_file).ok())
-            .and_then(|t| toml::from_str::<BTreeMap<String, String>>(&t).ok())
-            .map_or(0, |t| t.len());
     let certificate = if config.acme.is_some() {
         "acme"
     } else {

@@ -241,13 +241,30 @@ pub enum ConfigError {
 }
 
 /// `value` seconds, if within `min..=max`; else an error naming `key`.
-fn bounded(key: &str, value: u64, min: u64, max: u64) -> Result<Duration, ConfigError> {
-    if (min..=max).contains(&value) {
-        Ok(Duration::from_secs(value))
-    } else {
-        Err(ConfigError::Acme(format!(
-            "{key} must be from {min} to {max}, got {value}"
-        )))
+fn bounded((key, value, min, max): AcmeBound) -> Result<Duration, ConfigError> {
+    match crate::settings::out_of_range(key, value, min, max) {
+        None => Ok(Duration::from_secs(value)),
+        Some(problem) => Err(ConfigError::Acme(problem)),
+    }
+}
+
+/// One of `[acme]`'s durations: its key, value, least and most.
+pub(crate) type AcmeBound = (&'static str, u64, u64, u64);
+
+impl AcmeConfig {
+    /// Its durations (retry_min, retry_max, attempt_timeout) and their
+    /// ranges.
+    pub(crate) fn bounds(&self) -> [AcmeBound; 3] {
+        [
+            ("retry_min_secs", self.retry_min_secs, 1, 86_400),
+            (
+                "retry_max_secs",
+                self.retry_max_secs,
+                self.retry_min_secs,
+                7 * 86_400,
+            ),
+            ("attempt_timeout_secs", self.attempt_timeout_secs, 1, 3600),
+        ]
     }
 }
 
@@ -308,28 +325,21 @@ impl ConfigFile {
                 cert_file: tls.cert_file,
                 key_file: tls.key_file,
             },
-            (None, Some(acme)) => Certificates::Acme(AcmeSettings {
-                retry_min: bounded("retry_min_secs", acme.retry_min_secs, 1, 86_400)?,
-                retry_max: bounded(
-                    "retry_max_secs",
-                    acme.retry_max_secs,
-                    acme.retry_min_secs,
-                    7 * 86_400,
-                )?,
-                attempt_timeout: bounded(
-                    "attempt_timeout_secs",
-                    acme.attempt_timeout_secs,
-                    1,
-                    3600,
-                )?,
-                directory: acme.directory,
-                contact: acme.contact.into_vec(),
-                ca_file: acme.ca_file,
-                dir: self.state_dir.join("acme"),
-                renew_before: acme
-                    .renew_days_before
-                    .map(|days| Duration::from_secs(u64::from(days) * 86_400)),
-            }),
+            (None, Some(acme)) => {
+                let [retry_min, retry_max, attempt_timeout] = acme.bounds();
+                Certificates::Acme(AcmeSettings {
+                    retry_min: bounded(retry_min)?,
+                    retry_max: bounded(retry_max)?,
+                    attempt_timeout: bounded(attempt_timeout)?,
+                    directory: acme.directory,
+                    contact: acme.contact.into_vec(),
+                    ca_file: acme.ca_file,
+                    dir: self.state_dir.join("acme"),
+                    renew_before: acme
+                        .renew_days_before
+                        .map(|days| Duration::from_secs(u64::from(days) * 86_400)),
+                })
+            }
             _ => return Err(ConfigError::CertificateSource),
         };
         if let Certificates::Acme(acme) = &certificates {

@@ -223,46 +223,60 @@ const MIN_HEAD_BYTES: usize = 8192;
 /// Every duration of [`Limits`], in seconds, with the range it must be in:
 /// an absurd value would overflow `Instant + Duration` (a panic), and a
 /// zero would turn some waits into busy loops.
-pub const DURATION_BOUNDS: &[(&str, u64, u64)] = &[
-    ("grace_period_secs", 0, 3600),
-    ("upstream_timeout_secs", 1, 86_400),
-    ("upstream_connect_timeout_secs", 1, 3600),
-    ("upstream_idle_timeout_secs", 1, 86_400),
-    ("name_lease_secs", 0, 366 * 86_400),
-    ("hello_timeout_secs", 1, 300),
-    ("header_read_timeout_secs", 1, 3600),
-    ("reconnect_wait_secs", 0, 300),
-    ("request_body_rate_window_secs", 1, 3600),
+pub const DURATION_BOUNDS: &[Bounded] = &[
+    ("grace_period_secs", |l| l.grace_period_secs, 0, 3600),
+    (
+        "upstream_timeout_secs",
+        |l| l.upstream_timeout_secs,
+        1,
+        86_400,
+    ),
+    (
+        "upstream_connect_timeout_secs",
+        |l| l.upstream_connect_timeout_secs,
+        1,
+        3600,
+    ),
+    (
+        "upstream_idle_timeout_secs",
+        |l| l.upstream_idle_timeout_secs,
+        1,
+        86_400,
+    ),
+    ("name_lease_secs", |l| l.name_lease_secs, 0, 366 * 86_400),
+    ("hello_timeout_secs", |l| l.hello_timeout_secs, 1, 300),
+    (
+        "header_read_timeout_secs",
+        |l| l.header_read_timeout_secs,
+        1,
+        3600,
+    ),
+    ("reconnect_wait_secs", |l| l.reconnect_wait_secs, 0, 300),
+    (
+        "request_body_rate_window_secs",
+        |l| l.request_body_rate_window_secs,
+        1,
+        3600,
+    ),
 ];
 
-impl Limits {
-    /// The value of a duration named in [`DURATION_BOUNDS`].
-    fn duration_secs(&self, key: &str) -> Option<u64> {
-        Some(match key {
-            "grace_period_secs" => self.grace_period_secs,
-            "upstream_timeout_secs" => self.upstream_timeout_secs,
-            "upstream_connect_timeout_secs" => self.upstream_connect_timeout_secs,
-            "upstream_idle_timeout_secs" => self.upstream_idle_timeout_secs,
-            "name_lease_secs" => self.name_lease_secs,
-            "hello_timeout_secs" => self.hello_timeout_secs,
-            "header_read_timeout_secs" => self.header_read_timeout_secs,
-            "reconnect_wait_secs" => self.reconnect_wait_secs,
-            "request_body_rate_window_secs" => self.request_body_rate_window_secs,
-            _ => return None,
-        })
-    }
+/// What is wrong with `key = value` if it is not within `min..=max`.
+pub(crate) fn out_of_range(key: &str, value: u64, min: u64, max: u64) -> Option<String> {
+    (!(min..=max).contains(&value))
+        .then(|| format!("{key} must be from {min} to {max}, got {value}"))
+}
 
+/// A duration's key in `[limits]`, its value, and its least and most.
+pub type Bounded = (&'static str, fn(&Limits) -> u64, u64, u64);
+
+impl Limits {
     /// Every value that would break the edge: the key in `[limits]` and
     /// what is wrong with it.
     pub fn problems(&self) -> Vec<(&'static str, String)> {
         let mut problems = Vec::new();
-        for &(key, min, max) in DURATION_BOUNDS {
-            let value = self.duration_secs(key).unwrap_or_default();
-            if !(min..=max).contains(&value) {
-                problems.push((
-                    key,
-                    format!("{key} must be from {min} to {max}, got {value}"),
-                ));
+        for &(key, value_of, min, max) in DURATION_BOUNDS {
+            if let Some(problem) = out_of_range(key, value_of(self), min, max) {
+                problems.push((key, problem));
             }
         }
         let streams = calvin_proto::MAX_DATA_STREAMS as usize;
@@ -354,27 +368,16 @@ mod tests {
     /// either end is refused, named; every name in the table is a field.
     #[test]
     fn every_duration_is_bounded() {
+        // Set as an operator would, so each key is checked to name a field.
         let with = |key: &str, value: u64| {
-            let mut limits = Limits::default();
-            let field = match key {
-                "grace_period_secs" => &mut limits.grace_period_secs,
-                "upstream_timeout_secs" => &mut limits.upstream_timeout_secs,
-                "upstream_connect_timeout_secs" => &mut limits.upstream_connect_timeout_secs,
-                "upstream_idle_timeout_secs" => &mut limits.upstream_idle_timeout_secs,
-                "name_lease_secs" => &mut limits.name_lease_secs,
-                "hello_timeout_secs" => &mut limits.hello_timeout_secs,
-                "header_read_timeout_secs" => &mut limits.header_read_timeout_secs,
-                "reconnect_wait_secs" => &mut limits.reconnect_wait_secs,
-                "request_body_rate_window_secs" => &mut limits.request_body_rate_window_secs,
-                other => panic!("{other} is not a duration of Limits"),
-            };
-            *field = value;
-            assert_eq!(limits.duration_secs(key), Some(value), "{key}");
+            let limits: Limits = toml::from_str(&format!("{key} = {value}")).expect(key);
             limits.problems()
         };
         assert!(Limits::default().problems().is_empty());
         assert_eq!(DURATION_BOUNDS.len(), 9);
-        for &(key, min, max) in DURATION_BOUNDS {
+        for &(key, value_of, min, max) in DURATION_BOUNDS {
+            let read: Limits = toml::from_str(&format!("{key} = 7")).expect(key);
+            assert_eq!(value_of(&read), 7, "{key} reads its own field");
             assert!(with(key, min).is_empty(), "{key} = {min}");
             assert!(with(key, max).is_empty(), "{key} = {max}");
             let mut past = vec![max + 1, u64::MAX];

@@ -295,18 +295,12 @@ impl CurlOutput {
 }
 
 /// Writes a secret as an operator should: readable by its owner alone
-/// (`calvin-edge serve` refuses a tokens file open to others).
+/// (`calvin-edge serve` refuses a tokens file open to others), whatever
+/// the mode of a file already there.
 pub fn write_secret(path: &Path, text: &str) {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .expect("secret file");
-    file.write_all(text.as_bytes()).expect("write secret");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).expect("secret file");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod 600");
 }
 
 /// Runs `curl -sS --cacert CA ARGS...` and returns the status, headers and

@@ -67,12 +67,17 @@ tokens_file = "{tokens}"
     }
 }
 
-fn check(config: &Path) -> Output {
+/// `calvin-edge COMMAND... CONFIG`.
+fn edge(command: &[&str], config: &Path) -> Output {
     std::process::Command::new(binary("calvin-edge"))
-        .arg("check-config")
+        .args(command)
         .arg(config)
         .output()
         .expect("calvin-edge runs")
+}
+
+fn check(config: &Path) -> Output {
+    edge(&["check-config"], config)
 }
 
 fn stderr_lines(out: &Output) -> Vec<String> {
@@ -226,11 +231,7 @@ fn an_absurd_duration_is_refused_by_serve_before_anything_starts() {
         "edge.toml",
         &s.config("", "grace_period_secs = 18446744073709551615\n"),
     );
-    let out = std::process::Command::new(binary("calvin-edge"))
-        .args(["serve", "--config"])
-        .arg(&path)
-        .output()
-        .expect("runs");
+    let out = edge(&["serve", "--config"], &path);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
