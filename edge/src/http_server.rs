@@ -68,6 +68,10 @@ pub(crate) struct HttpServer {
 }
 
 impl HttpServer {
+    pub(crate) fn proxy(&self) -> &Proxy {
+        &self.proxy
+    }
+
     /// `max_head_bytes` bounds a request head (431 past it, from hyper on
     /// HTTP/1.1 and h2 on HTTP/2); `max_headers` its header count on
     /// HTTP/1.1 (431 from hyper; the proxy counts HTTP/2's).

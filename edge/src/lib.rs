@@ -202,7 +202,6 @@ impl Edge {
             loopback_quic: Arc::new(tls::quic_config(certs.clone(), true)?),
             guesses: guesses::Guesses::default(),
             connected: Arc::default(),
-            stopping: Arc::default(),
             account_streams: dashmap::DashMap::new(),
         });
         let renewal = Renewal::default();
@@ -352,9 +351,7 @@ impl Edge {
         if let Some(dns) = self.dns {
             dns.shutdown().await;
         }
-        self.hub
-            .stopping
-            .store(true, std::sync::atomic::Ordering::Release);
+        self.server.proxy().closing_agents();
         self.endpoint.close(
             tunnel::close_code::SHUTTING_DOWN.into(),
             b"edge shutting down",

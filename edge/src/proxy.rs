@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -101,6 +102,10 @@ pub struct Proxy {
     /// The URL template plain HTTP requests for previews are redirected
     /// to; `None` serves them.
     redirect_to: Option<String>,
+    /// Set when a stop's grace period is over, just before the edge closes
+    /// every agent's connection: requests cut then are answered as the
+    /// edge stopping, not as their agent gone.
+    closing_agents: AtomicBool,
 }
 
 impl Proxy {
@@ -121,7 +126,13 @@ impl Proxy {
             waits,
             health,
             redirect_to,
+            closing_agents: AtomicBool::new(false),
         }
+    }
+
+    /// Marks that the edge is closing every agent's connection to stop.
+    pub(crate) fn closing_agents(&self) {
+        self.closing_agents.store(true, Ordering::Release);
     }
 
     pub async fn handle(
@@ -293,6 +304,9 @@ impl Proxy {
                 ));
             }
             Some(Err(_)) if body_watch.failed() => return Err(EdgeError::BadRequestBody),
+            Some(Err(_)) if self.closing_agents.load(Ordering::Acquire) => {
+                return Err(EdgeError::Stopping);
+            }
             Some(Err(err)) => return Err(upstream_error(&upstream, err)),
             Some(Ok(response)) => response,
         };
@@ -343,6 +357,9 @@ impl Proxy {
             // copies whole; one allocation on those ways instead.
             Lookup::Offline => match Box::pin(self.back_online(&name, arrived)).await {
                 Some(upstream) => upstream,
+                None if self.closing_agents.load(Ordering::Acquire) => {
+                    return Err(EdgeError::Stopping);
+                }
                 None => return Err(EdgeError::AgentOffline(name)),
             },
             Lookup::Unknown => return Err(EdgeError::UnknownName(name)),
@@ -431,9 +448,6 @@ fn redirect_to_https(template: &str, name: &PreviewName, uri: &Uri) -> Response<
 
 fn upstream_error(upstream: &Upstream, err: UpstreamError) -> EdgeError {
     let name = upstream.name().clone();
-    if upstream.edge_stopping() {
-        return EdgeError::Stopping;
-    }
     if upstream.agent_gone() {
         return EdgeError::AgentOffline(name);
     }

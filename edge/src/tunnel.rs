@@ -38,10 +38,6 @@ pub(crate) struct AgentHub {
     pub guesses: crate::guesses::Guesses,
     /// Agents welcomed and not yet gone (for the health report).
     pub connected: Arc<std::sync::atomic::AtomicUsize>,
-    /// Set when the grace period of a stop is over, just before the
-    /// agents' connections close: requests cut then are answered as the
-    /// edge stopping, not as their agent gone.
-    pub stopping: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Accepts agents until `stop` turns true. Connections already made stay
@@ -115,13 +111,7 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
         .or_default()
         .clone();
     let bandwidth = hub.upstream.bandwidth.for_account(&account);
-    let link = AgentLink::new(
-        conn.clone(),
-        hub.upstream.clone(),
-        streams,
-        bandwidth,
-        hub.stopping.clone(),
-    );
+    let link = AgentLink::new(conn.clone(), hub.upstream.clone(), streams, bandwidth);
     let mut session = Session {
         hub,
         conn,

@@ -111,9 +111,6 @@ pub struct AgentLink {
     account_streams: Arc<AtomicUsize>,
     /// The account's bandwidth, when capped (shared by its links too).
     bandwidth: Option<Arc<Bandwidth>>,
-    /// Whether the edge is closing every agent's connection (its stop's
-    /// grace period is over); shared by all links.
-    edge_stopping: Arc<AtomicBool>,
 }
 
 /// Something waiting on an agent; see [`AgentLink::wait_on`].
@@ -158,15 +155,12 @@ const LIVENESS_FLOOR: Duration = Duration::from_secs(1);
 
 impl AgentLink {
     /// `account_streams` counts the requests under way over all of the
-    /// account's agents; `bandwidth` is their bucket, if capped;
-    /// `edge_stopping` turns true when the edge closes every agent's
-    /// connection to stop.
+    /// account's agents; `bandwidth` is their bucket, if capped.
     pub fn new(
         conn: quinn::Connection,
         settings: Arc<UpstreamSettings>,
         account_streams: Arc<AtomicUsize>,
         bandwidth: Option<Arc<Bandwidth>>,
-        edge_stopping: Arc<AtomicBool>,
     ) -> Arc<Self> {
         Arc::new(Self {
             conn,
@@ -177,7 +171,6 @@ impl AgentLink {
             dead: watch::channel(false).0,
             account_streams,
             bandwidth,
-            edge_stopping,
         })
     }
 
@@ -356,11 +349,6 @@ impl Upstream {
     /// Whether the agent's connection has ended.
     pub fn agent_gone(&self) -> bool {
         self.link.conn.close_reason().is_some()
-    }
-
-    /// Whether the edge itself is closing the agents' connections, to stop.
-    pub fn edge_stopping(&self) -> bool {
-        self.link.edge_stopping.load(Ordering::Acquire)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
