@@ -745,7 +745,7 @@ mod tests {
         assert_eq!(front(head, None), Front::ReadsTo(head.len() as u64 + 10));
         // At most READ_AHEAD of a long body, and the cap is kept.
         let long = "POST / HTTP/1.1\r\nContent-Length: 100000000\r\n\r\n";
-        let most = Front::ReadsTo(long.len() as u64 + 65_536);
+        let most = Front::ReadsTo(long.len() as u64 + crate::read_ahead::READ_AHEAD);
         assert_eq!(front(long, None), most);
         assert_eq!(front(long, Some(100_000_000)), most);
         assert_eq!(front(long, Some(99_999_999)), Front::Declines);
