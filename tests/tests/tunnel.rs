@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::Message;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_over_https_and_plain_http() {
     let s = PreviewSetup::start().await;
-    let out = curl(&s.edge.ca(), &[&format!("{}/hello", s.created.url)]).await;
+    let out = curl(&s.edge.ca(), &[&s.url("/hello")]).await;
     assert_eq!(out.status, 200, "{out:?}");
     assert_eq!(out.text(), "hello from origin\n");
 
@@ -31,19 +31,11 @@ async fn get_over_https_and_plain_http() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http2_from_curl() {
     let s = PreviewSetup::start().await;
-    let out = curl(
-        &s.edge.ca(),
-        &["--http2", &format!("{}/hello", s.created.url)],
-    )
-    .await;
+    let out = curl(&s.edge.ca(), &["--http2", &s.url("/hello")]).await;
     assert_eq!(out.status, 200, "{out:?}");
     assert_eq!(out.http_version, "2");
     assert_eq!(out.text(), "hello from origin\n");
-    let out = curl(
-        &s.edge.ca(),
-        &["--http1.1", &format!("{}/hello", s.created.url)],
-    )
-    .await;
+    let out = curl(&s.edge.ca(), &["--http1.1", &s.url("/hello")]).await;
     assert_eq!(out.http_version, "1.1");
     assert_eq!(out.text(), "hello from origin\n");
 }
@@ -53,11 +45,7 @@ async fn download_64_mib_byte_identical() {
     let s = PreviewSetup::start().await;
     const LEN: usize = 64 << 20;
     for version in ["--http1.1", "--http2"] {
-        let out = curl(
-            &s.edge.ca(),
-            &[version, &format!("{}/bytes/{LEN}", s.created.url)],
-        )
-        .await;
+        let out = curl(&s.edge.ca(), &[version, &s.url(&format!("/bytes/{LEN}"))]).await;
         assert_eq!(out.status, 200, "{version}: {}", out.stderr);
         assert_eq!(out.body.len(), LEN, "{version}");
         assert!(out.body == pattern_bytes(LEN), "{version}: bytes differ");
@@ -78,15 +66,7 @@ async fn post_10_mib_echo_and_chunked_upload_byte_identical() {
     let (file, data) = upload_file(10 << 20);
     let at_file = format!("@{}", file.path().display());
 
-    let out = curl(
-        &s.edge.ca(),
-        &[
-            "--data-binary",
-            &at_file,
-            &format!("{}/echo", s.created.url),
-        ],
-    )
-    .await;
+    let out = curl(&s.edge.ca(), &["--data-binary", &at_file, &s.url("/echo")]).await;
     assert_eq!(out.status, 200, "{}", out.stderr);
     assert!(
         out.body == data,
@@ -104,7 +84,7 @@ async fn post_10_mib_echo_and_chunked_upload_byte_identical() {
                 "Transfer-Encoding: chunked",
                 "--data-binary",
                 &at_file,
-                &format!("{}/sha256", s.created.url),
+                &s.url("/sha256"),
             ],
         )
         .await;
@@ -122,7 +102,7 @@ async fn post_10_mib_echo_and_chunked_upload_byte_identical() {
             "Transfer-Encoding: chunked",
             "--data-binary",
             &at_file,
-            &format!("{}/echo", s.created.url),
+            &s.url("/echo"),
         ],
     )
     .await;
@@ -160,7 +140,7 @@ async fn events_arrive_when_written_whatever_the_content_type() {
         ("--http1.1", "?type=application%2Foctet-stream"),
         ("--http2", "?type=text%2Fplain"),
     ] {
-        let url = format!("{}/events{query}", s.created.url);
+        let url = s.url(&format!("/events{query}"));
         let arrivals = event_arrivals(&s.edge.ca(), &[version, &url]).await;
         let lines: Vec<&str> = arrivals.iter().map(|(l, _)| l.as_str()).collect();
         assert_eq!(
@@ -247,7 +227,7 @@ async fn forwarding_headers_are_the_edges_own() {
             "-H",
             "Connection: X-Forwarded-For",
             "--http1.1",
-            &format!("{}/headers", s.created.url),
+            &s.url("/headers"),
         ],
     )
     .await;
@@ -349,7 +329,7 @@ async fn unknown_names_get_404_and_foreign_hosts_421() {
             .starts_with("misdirected request: example.com is not served here")
     );
     // And a name the same edge serves still works afterwards.
-    let out = curl(&s.edge.ca(), &[&format!("{}/hello", s.created.url)]).await;
+    let out = curl(&s.edge.ca(), &[&s.url("/hello")]).await;
     assert_eq!(out.status, 200);
 }
 
@@ -504,7 +484,7 @@ async fn two_accounts_cannot_share_a_name() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unpreview_takes_the_url_down() {
     let s = PreviewSetup::start().await;
-    let out = curl(&s.edge.ca(), &[&format!("{}/hello", s.created.url)]).await;
+    let out = curl(&s.edge.ca(), &[&s.url("/hello")]).await;
     assert_eq!(out.status, 200);
 
     let answer = s
@@ -514,7 +494,7 @@ async fn unpreview_takes_the_url_down() {
         .await
         .expect("unpreview");
     assert_eq!(answer.status, 200);
-    let out = curl(&s.edge.ca(), &[&format!("{}/hello", s.created.url)]).await;
+    let out = curl(&s.edge.ca(), &[&s.url("/hello")]).await;
     assert_eq!(out.status, 404);
     assert_eq!(out.text(), format!("no preview named {}\n", s.created.name));
 
