@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 #[cfg(feature = "dev-edge")]
-use calvin_edge::dev::{self, DevArgs};
+use calvin_edge::dev::DevArgs;
 use calvin_proto::{Port, PreviewName};
 use clap::{Args, Parser, Subcommand};
 
@@ -243,20 +243,10 @@ async fn start_dev_edge(
     args: &ShareArgs,
     stop: tokio::sync::oneshot::Receiver<()>,
 ) -> anyhow::Result<Option<Target>> {
-    use calvin_edge::{Edge, StartError};
     if !args.dev {
         return Ok(None);
     }
-    let (settings, state) = args.dev_edge.settings().context("dev edge state")?;
-    let edge = Edge::bind(settings).await.map_err(|e| match e {
-        StartError::Bind { kind, .. } => {
-            anyhow!(
-                "{e}\n  (pass {} ADDR to use another address)",
-                dev::flag_for(kind)
-            )
-        }
-        other => other.into(),
-    })?;
+    let (edge, state) = args.dev_edge.bind().await?;
     let address = EdgeAddress::new(
         &edge.bound().quic.to_string(),
         Some(&state.ca_path()),

@@ -1,4 +1,5 @@
-//! `calvin-agent`: parses the command line and runs the library's command.
+//! `calvin-agent`: parses the command line and runs the command (`cli`)
+//! with the agent library.
 
 use std::process::ExitCode;
 

@@ -25,7 +25,7 @@ use crate::state_files::{
     FileError, decode_hex32, load_or_make_secret, read_optional, write_private, write_public,
 };
 use crate::tls::{TlsError, TlsMaterial};
-use crate::{Certificates, Limits, Listen, ListenerKind, PlainHttp, Settings};
+use crate::{Certificates, Edge, Limits, Listen, ListenerKind, PlainHttp, Settings, StartError};
 
 pub const CA_FILE: &str = "ca.pem";
 pub const TOKEN_FILE: &str = "agent.token";
@@ -123,6 +123,33 @@ impl DevArgs {
             reset_key: state.reset_key,
         };
         Ok((settings, state))
+    }
+}
+
+/// Why a dev edge did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DevStartError {
+    #[error("dev edge state: {0}")]
+    State(#[from] DevError),
+    /// A taken address says which flag moves it.
+    #[error("{0}{hint}", hint = move_hint(.0))]
+    Start(#[from] StartError),
+}
+
+fn move_hint(e: &StartError) -> String {
+    match e {
+        StartError::Bind { kind, .. } => {
+            format!("\n  (pass {} ADDR to use another address)", flag_for(*kind))
+        }
+        _ => String::new(),
+    }
+}
+
+impl DevArgs {
+    /// Makes or loads the dev state these flags name and binds its edge.
+    pub async fn bind(&self) -> Result<(Edge, DevState), DevStartError> {
+        let (settings, state) = self.settings()?;
+        Ok((Edge::bind(settings).await?, state))
     }
 }
 

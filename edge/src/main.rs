@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use calvin_edge::check_config::{self, Problem};
 use calvin_edge::config::ConfigFile;
-use calvin_edge::dev::{self, DevArgs};
+use calvin_edge::dev::DevArgs;
 use calvin_edge::{Bound, Edge, StartError};
 use clap::{Parser, Subcommand};
 
@@ -90,16 +90,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             return Ok(());
         }
         Command::Dev(args) => {
-            let (settings, state) = args.settings().context("dev edge state")?;
-            let edge = Edge::bind(settings).await.map_err(|e| match e {
-                StartError::Bind { kind, .. } => {
-                    anyhow::anyhow!(
-                        "{e}\n  (pass {} ADDR to use another address)",
-                        dev::flag_for(kind)
-                    )
-                }
-                other => other.into(),
-            })?;
+            let (edge, state) = args.bind().await?;
             if state.new_ca {
                 eprintln!(
                     "made a new local CA: trust {} (it can vouch only for {} and localhost)",
