@@ -203,7 +203,10 @@ fn drive(stream: &[u8], sizes: &[u8], answer_waits: bool) -> Gated {
     let mut room = [0u8; 2048];
     // Each turn reads or answers; a stream can need no more turns than it
     // has bytes, plus one answer a byte (a request is at least a few).
-    for _ in 0..=2 * stream.len() + 8 {
+    let turns = 2 * stream.len() + 8;
+    for turn in 0..=turns {
+        // A gate that neither ends nor fails in that many turns is stuck.
+        assert!(turn < turns, "the gate was still going after {turns} turns");
         let mut buf = ReadBuf::new(&mut room);
         match Pin::new(&mut gate).poll_read(&mut cx, &mut buf) {
             Poll::Ready(Ok(())) if buf.filled().is_empty() => break,
@@ -239,9 +242,9 @@ fn strip_answers(written: &[u8]) -> Vec<u8> {
     rest.to_vec()
 }
 
-/// The most the gate reads at once (its `READ_SIZE`): a stream up to this
-/// long, offered whole, is checked in one read.
-const WHOLE: usize = 4096;
+/// The most the gate reads at once: a stream up to this long, offered
+/// whole, is checked in one read.
+const WHOLE: usize = calvin_edge::h1_framing::READ_SIZE;
 
 /// The answer `drive` writes for hyper.
 const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";

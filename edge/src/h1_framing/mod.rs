@@ -48,8 +48,8 @@ use crate::rewind::poll_write_rest;
 /// Room made in the gate's own buffer for a read: heads, mostly (a body's
 /// bytes go straight into hyper's buffer when nothing is held). Small, as
 /// the front holds one per connection still sending its first head
-/// (thousands, under a slowloris attack).
-const READ_SIZE: usize = 4096;
+/// (thousands, under a slowloris attack). Public for the fuzz target.
+pub const READ_SIZE: usize = 4096;
 
 /// A visitor's HTTP/1 connection with the gate in front; see the module
 /// documentation. Public for the fuzz target, which drives it as hyper
