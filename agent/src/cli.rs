@@ -1,22 +1,37 @@
 //! The `calvin-agent` commands.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 #[cfg(feature = "dev-edge")]
-use calvin_edge::dev::DevArgs;
+use calvin_edge::dev::{DevArgs, DevState, Running};
 use calvin_proto::{Port, PreviewName};
 use clap::{Args, Parser, Subcommand};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 use calvin_agent::api::{PreviewCreated, PreviewDeleted, PreviewList};
 use calvin_agent::control_api;
 use calvin_agent::control_client::{Answer, ControlClient};
-use calvin_agent::{Agent, EdgeAddress};
+use calvin_agent::{Agent, EdgeAddress, LinkState};
 
 /// How long `share` waits for its first connection to the edge.
 const FIRST_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The log filter of the daemon and of `share -v` (when `RUST_LOG` is
+/// unset). With the dev edge in the process, its filter (hickory's
+/// per-query lines off); else everything at info.
+#[cfg(feature = "dev-edge")]
+const INFO_FILTER: &str = calvin_edge::DEFAULT_LOG_FILTER;
+#[cfg(not(feature = "dev-edge"))]
+const INFO_FILTER: &str = "info";
+
+/// `share` without `-v`: its own lines (the URL, its notes) and the
+/// libraries' warnings and errors, not their info lines.
+const SHARE_FILTER: &str = "warn";
 
 #[derive(Parser)]
 #[command(
@@ -27,6 +42,25 @@ const FIRST_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How log lines are written: text, or json (one object per line)
+    #[arg(
+        long,
+        global = true,
+        value_name = "FORMAT",
+        default_value = "text",
+        env = "CALVIN_LOG_FORMAT"
+    )]
+    pub log_format: calvin_common::process::LogFormat,
+}
+
+impl Cli {
+    /// The log filter when `RUST_LOG` is unset (`RUST_LOG` wins).
+    pub fn log_filter(&self) -> &'static str {
+        match &self.command {
+            Command::Share(args) if !args.verbose => SHARE_FILTER,
+            _ => INFO_FILTER,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -37,6 +71,9 @@ enum Command {
         edge: EdgeArgs,
         #[command(flatten)]
         socket: SocketArg,
+        /// Serve Prometheus metrics at http://ADDR/metrics (off by default)
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
     },
     /// Give PORT a public URL (through the running daemon)
     Preview {
@@ -115,6 +152,9 @@ struct ShareArgs {
     /// One DNS label; omitted: a generated one
     #[arg(long)]
     name: Option<String>,
+    /// Log the agent's (and the dev edge's) info lines too
+    #[arg(short, long)]
+    verbose: bool,
     /// Run a dev edge on loopback in this process (no configuration needed)
     #[cfg(feature = "dev-edge")]
     #[arg(
@@ -132,7 +172,11 @@ struct ShareArgs {
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Up { edge, socket } => up(edge, socket.path()).await,
+        Command::Up {
+            edge,
+            socket,
+            metrics,
+        } => up(edge, socket.path(), metrics).await,
         Command::Preview {
             port,
             name,
@@ -220,38 +264,129 @@ fn read_token(path: &Path) -> anyhow::Result<String> {
     Ok(token)
 }
 
-async fn up(args: EdgeArgs, socket: PathBuf) -> anyhow::Result<ExitCode> {
+async fn up(
+    args: EdgeArgs,
+    socket: PathBuf,
+    metrics: Option<std::net::SocketAddr>,
+) -> anyhow::Result<ExitCode> {
     let (edge, token) = args.open()?;
+    let metrics = match metrics {
+        Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.with_context(|| {
+            format!("cannot listen for metrics on {addr}/tcp (pass --metrics ADDR)")
+        })?),
+        None => None,
+    };
     let listener = control_api::bind(&socket).await?;
     println!("control socket {}", socket.display());
     let agent = Agent::new(edge, token);
+    let metrics = match metrics {
+        Some(listener) => {
+            println!("listening metrics {}/tcp", listener.local_addr()?);
+            let counts = agent.counts().clone();
+            Some(tokio::spawn(calvin_common::metrics_http::serve(
+                listener,
+                move || counts.encode(),
+            )))
+        }
+        None => None,
+    };
     let api = tokio::spawn(control_api::serve(listener, agent.clone()));
     agent.run(calvin_common::process::shutdown_signal()).await;
     api.abort();
+    if let Some(metrics) = metrics {
+        metrics.abort();
+    }
     let _ = std::fs::remove_file(&socket);
     Ok(ExitCode::SUCCESS)
 }
 
-/// What `share` connects to: an edge's address, the token, and the dev
-/// edge's task when it runs one.
-type Target = (EdgeAddress, String, Option<tokio::task::JoinHandle<()>>);
+/// What `share` connects to: an edge's address and the token, and with
+/// `--dev` the dev edge's task (which ends early only when the edge fails).
+struct Target {
+    edge: EdgeAddress,
+    token: String,
+    dev_edge: Option<JoinHandle<anyhow::Result<()>>>,
+}
 
-/// `share --dev`: an edge on loopback in this process, stopped by `stop`;
-/// `None` without `--dev`.
+/// `share --dev`: the dev edge of the state folder, run in this process,
+/// or joined when another `share --dev` runs it and taken over when that
+/// one stops; stopped by `stop`. `None` without `--dev`.
 #[cfg(feature = "dev-edge")]
 async fn start_dev_edge(
     args: &ShareArgs,
-    stop: tokio::sync::oneshot::Receiver<()>,
+    stop: oneshot::Receiver<()>,
 ) -> anyhow::Result<Option<Target>> {
     if !args.dev {
         return Ok(None);
     }
-    let (edge, state) = args.dev_edge.bind().await?;
-    let address = EdgeAddress::new(
-        &edge.bound().quic.to_string(),
-        Some(&state.ca_path()),
-        Some("localhost"),
-    )?;
+    let dev = &args.dev_edge;
+    if !dev.joinable() {
+        // Port 0: an edge of its own, on ports no other share could find.
+        let (edge, state) = dev.bind().await?;
+        print_trust(&state);
+        let address = dev_address(edge.bound().quic, &state)?;
+        let task = tokio::spawn(async move {
+            edge.run(async {
+                let _ = stop.await;
+            })
+            .await;
+            Ok(())
+        });
+        return Ok(Some(Target {
+            edge: address,
+            token: state.token,
+            dev_edge: Some(task),
+        }));
+    }
+    let (state, running) = dev.bind_or_join().await?;
+    print_trust(&state);
+    if running.is_none() {
+        eprintln!(
+            "dev edge: joined the one running at {} (another `share --dev` of {} runs it)",
+            dev.quic,
+            state.dir.display()
+        );
+    }
+    let address = dev_address(dev.quic, &state)?;
+    let task = tokio::spawn(keep_dev_edge(dev.clone(), running, stop));
+    Ok(Some(Target {
+        edge: address,
+        token: state.token,
+        dev_edge: Some(task),
+    }))
+}
+
+/// Runs the dev edge while this process holds it; else waits to take it
+/// over from the share that runs it. Ends when `stop` comes, or with what
+/// kept it from taking over.
+#[cfg(feature = "dev-edge")]
+async fn keep_dev_edge(
+    args: DevArgs,
+    running: Option<Running>,
+    mut stop: oneshot::Receiver<()>,
+) -> anyhow::Result<()> {
+    let Running { edge, lock } = match running {
+        Some(running) => running,
+        None => {
+            let running = tokio::select! {
+                running = args.take_over() => running.context("dev edge: cannot take over")?,
+                _ = &mut stop => return Ok(()),
+            };
+            eprintln!("dev edge: took over (the share that ran it stopped)");
+            running
+        }
+    };
+    edge.run(async {
+        let _ = stop.await;
+    })
+    .await;
+    // Let go only now: the share that takes over binds the same ports.
+    drop(lock);
+    Ok(())
+}
+
+#[cfg(feature = "dev-edge")]
+fn print_trust(state: &DevState) {
     if state.new_ca {
         eprintln!("made a new local CA for the dev edge");
     }
@@ -259,22 +394,30 @@ async fn start_dev_edge(
         "dev edge: trust {} (curl --cacert {0})",
         state.ca_path().display()
     );
-    let task = tokio::spawn(edge.run(async {
-        let _ = stop.await;
-    }));
-    Ok(Some((address, state.token, Some(task))))
+}
+
+/// The dev edge at `quic`, checked against the state folder's CA.
+#[cfg(feature = "dev-edge")]
+fn dev_address(quic: std::net::SocketAddr, state: &DevState) -> anyhow::Result<EdgeAddress> {
+    Ok(EdgeAddress::new(
+        &quic.to_string(),
+        Some(&state.ca_path()),
+        Some("localhost"),
+    )?)
 }
 
 /// Built without the `dev-edge` feature: no `--dev`.
 #[cfg(not(feature = "dev-edge"))]
 async fn start_dev_edge(
     _args: &ShareArgs,
-    _stop: tokio::sync::oneshot::Receiver<()>,
+    _stop: oneshot::Receiver<()>,
 ) -> anyhow::Result<Option<Target>> {
     Ok(None)
 }
 
 async fn share(args: ShareArgs) -> anyhow::Result<ExitCode> {
+    // From now on Ctrl-C stops the share rather than the process.
+    let signal = calvin_common::process::shutdown_signal();
     let port = Port::try_from(args.port)?;
     let name = args
         .name
@@ -283,18 +426,26 @@ async fn share(args: ShareArgs) -> anyhow::Result<ExitCode> {
         .transpose()
         .context("invalid --name")?;
 
-    let (stop_edge, stop_edge_rx) = tokio::sync::oneshot::channel::<()>();
-    let (edge, token, dev_edge) = match start_dev_edge(&args, stop_edge_rx).await? {
+    let (stop_edge, stop_edge_rx) = oneshot::channel::<()>();
+    let Target {
+        edge,
+        token,
+        mut dev_edge,
+    } = match start_dev_edge(&args, stop_edge_rx).await? {
         Some(dev) => dev,
         None => {
             let remote = args.remote.context("--edge and --token-file, or --dev")?;
-            let (address, token) = remote.open()?;
-            (address, token, None)
+            let (edge, token) = remote.open()?;
+            Target {
+                edge,
+                token,
+                dev_edge: None,
+            }
         }
     };
 
     let agent = Agent::new(edge, token);
-    let (stop_agent, stop_agent_rx) = tokio::sync::oneshot::channel::<()>();
+    let (stop_agent, stop_agent_rx) = oneshot::channel::<()>();
     let runner = agent.clone();
     let agent_task = tokio::spawn(async move {
         runner
@@ -303,11 +454,43 @@ async fn share(args: ShareArgs) -> anyhow::Result<ExitCode> {
             })
             .await;
     });
-    agent
-        .wait_connected(FIRST_CONNECT_TIMEOUT)
-        .await
-        .map_err(|e| anyhow!(e))?;
-    let created = agent.preview(port, name).await?;
+    let outcome = tokio::select! {
+        served = serve(&agent, port, name, signal) => served,
+        Some(ended) = join_once(&mut dev_edge) => Err(match ended {
+            Ok(Ok(())) => anyhow!("the dev edge stopped"),
+            Ok(Err(err)) => err,
+            Err(err) => anyhow!("the dev edge failed: {err}"),
+        }),
+    };
+
+    let _ = stop_agent.send(());
+    let _ = agent_task.await;
+    if let Some(task) = dev_edge {
+        let _ = stop_edge.send(());
+        let _ = task.await;
+    }
+    outcome.map(|()| ExitCode::SUCCESS)
+}
+
+/// Makes the preview once the agent is connected, prints its URL, and
+/// serves it until `signal` (Ctrl-C, SIGTERM).
+async fn serve(
+    agent: &Agent,
+    port: Port,
+    name: Option<PreviewName>,
+    signal: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    tokio::pin!(signal);
+    let created = tokio::select! {
+        created = async {
+            agent
+                .wait_connected(FIRST_CONNECT_TIMEOUT)
+                .await
+                .map_err(|e| anyhow!(e))?;
+            anyhow::Ok(agent.preview(port, name).await?)
+        } => created?,
+        _ = &mut signal => return Ok(()),
+    };
     println!("{}", created.url);
     eprintln!(
         "forwarding {} -> 127.0.0.1:{port}; press Ctrl-C to stop",
@@ -316,13 +499,34 @@ async fn share(args: ShareArgs) -> anyhow::Result<ExitCode> {
     if !created.listening {
         eprintln!("nothing is listening on port {port} yet; the URL works once something does");
     }
-
-    calvin_common::process::shutdown_signal().await;
-    let _ = stop_agent.send(());
-    let _ = agent_task.await;
-    if let Some(task) = dev_edge {
-        let _ = stop_edge.send(());
-        let _ = task.await;
+    tokio::select! {
+        _ = signal => {}
+        _ = say_reconnects(agent) => {}
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+/// Says when the connection to the edge is back after a loss (the agent
+/// warns of the loss). Never ends while the agent runs.
+async fn say_reconnects(agent: &Agent) {
+    let mut state = agent.state();
+    let mut connected = true;
+    while state.changed().await.is_ok() {
+        let now = matches!(*state.borrow_and_update(), LinkState::Connected(_));
+        if now && !connected {
+            eprintln!("connected to the edge again");
+        }
+        connected = now;
+    }
+    std::future::pending().await
+}
+
+/// Waits for `task` and empties it (a finished task is not awaited twice);
+/// `None` at once when there is none.
+async fn join_once<T>(
+    task: &mut Option<JoinHandle<T>>,
+) -> Option<Result<T, tokio::task::JoinError>> {
+    let ended = task.as_mut()?.await;
+    *task = None;
+    Some(ended)
 }

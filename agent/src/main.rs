@@ -7,13 +7,6 @@ use clap::Parser;
 
 mod cli;
 
-/// With the dev edge in the process, its filter (hickory's per-query lines
-/// off); else everything at info.
-#[cfg(feature = "dev-edge")]
-const LOG_FILTER: &str = calvin_edge::DEFAULT_LOG_FILTER;
-#[cfg(not(feature = "dev-edge"))]
-const LOG_FILTER: &str = "info";
-
 fn main() -> ExitCode {
     // The agent relays bytes; one thread does it without handing tasks
     // and wake-ups between threads.
@@ -22,7 +15,7 @@ fn main() -> ExitCode {
 
 async fn main_async() -> ExitCode {
     let cli = cli::Cli::parse();
-    calvin_common::process::init_tracing(LOG_FILTER);
+    calvin_common::process::init_tracing(cli.log_filter(), cli.log_format);
     match cli::run(cli).await {
         Ok(code) => code,
         Err(err) => {

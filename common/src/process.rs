@@ -3,15 +3,29 @@
 
 use std::future::Future;
 
-/// Logs to stderr; `RUST_LOG` filters (default `default_filter`).
-pub fn init_tracing(default_filter: &str) {
+pub use crate::LogFormat;
+
+/// Logs to stderr in `format`; `RUST_LOG` filters (default
+/// `default_filter`). JSON lines carry the time, level, target, the
+/// event's fields and the spans it is in (a visitor request's id, an
+/// agent connection's address and account).
+pub fn init_tracing(default_filter: &str, format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(true)
+            .try_init(),
+    };
 }
 
 /// The tokio runtime a calvin process runs on. `CALVIN_THREADS` picks

@@ -36,14 +36,24 @@ impl TunnelStream {
     /// have ended: an end on one side is passed on as an end (FIN or QUIC
     /// finish) and the other direction goes on. Bytes move as quinn's own
     /// chunks (`read_chunk`/`write_chunk`), without a copy through a buffer
-    /// of ours. On an error the caller aborts both sides.
-    pub async fn splice(&mut self, tcp: &mut tokio::net::TcpStream) -> io::Result<()> {
+    /// of ours. On an error the caller aborts both sides. `tally` is told
+    /// of every chunk as it moves.
+    pub async fn splice(
+        &mut self,
+        tcp: &mut tokio::net::TcpStream,
+        tally: impl Fn(Moved) + Sync,
+    ) -> io::Result<()> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let (mut tcp_read, mut tcp_write) = tcp.split();
         let (recv, send) = (&mut self.recv, &mut self.send);
+        let tally = &tally;
         let inbound = async {
             while let Some(chunk) = recv.read_chunk(usize::MAX, true).await? {
                 tcp_write.write_all(&chunk.bytes).await?;
+                tally(Moved {
+                    to_tcp: chunk.bytes.len() as u64,
+                    from_tcp: 0,
+                });
             }
             tcp_write.shutdown().await
         };
@@ -51,9 +61,14 @@ impl TunnelStream {
             let mut buf = bytes::BytesMut::new();
             loop {
                 buf.reserve(SPLICE_READ);
-                if tcp_read.read_buf(&mut buf).await? == 0 {
+                let n = tcp_read.read_buf(&mut buf).await?;
+                if n == 0 {
                     break;
                 }
+                tally(Moved {
+                    to_tcp: 0,
+                    from_tcp: n as u64,
+                });
                 send.write_chunk(buf.split().freeze()).await?;
             }
             send.finish().map_err(io::Error::other)
@@ -69,6 +84,15 @@ impl TunnelStream {
         let _ = self.recv.stop(ABORTED.into());
         self.finished = true;
     }
+}
+
+/// What [`TunnelStream::splice`] moved each way, one chunk's worth.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Moved {
+    /// Bytes from the stream written to the TCP side.
+    pub to_tcp: u64,
+    /// Bytes read from the TCP side onto the stream.
+    pub from_tcp: u64,
 }
 
 impl Drop for TunnelStream {

@@ -84,6 +84,10 @@ pub struct RenewalStatus {
     pub last_renewed_at: Option<OffsetDateTime>,
     #[serde(with = "time::serde::rfc3339::option")]
     pub next_attempt_at: Option<OffsetDateTime>,
+    /// Attempts since the start (ACME orders; with certificate files,
+    /// reads of them again), and how many failed.
+    pub attempts: u64,
+    pub failures: u64,
 }
 
 /// A handle on the renewal loop: its status, and a way to force a renewal.
@@ -129,15 +133,19 @@ impl Renewal {
     /// Notes how an attempt ended.
     pub fn record(&self, outcome: Result<(), String>) {
         let now = OffsetDateTime::now_utc();
-        self.update(|s| match outcome {
-            Ok(()) => {
-                s.last_error = None;
-                s.last_error_at = None;
-                s.last_renewed_at = Some(now);
-            }
-            Err(err) => {
-                s.last_error = Some(err);
-                s.last_error_at = Some(now);
+        self.update(|s| {
+            s.attempts += 1;
+            match outcome {
+                Ok(()) => {
+                    s.last_error = None;
+                    s.last_error_at = None;
+                    s.last_renewed_at = Some(now);
+                }
+                Err(err) => {
+                    s.failures += 1;
+                    s.last_error = Some(err);
+                    s.last_error_at = Some(now);
+                }
             }
         });
     }

@@ -41,6 +41,13 @@
 //!
 //! [limits]             # see `Limits` for every field and its default
 //! grace_period_secs = 30
+//!
+//! [admin]              # /metrics, /healthz, /readyz
+//! listen = "127.0.0.1:9180"   # the default; "" turns it off
+//!
+//! [log]
+//! access = true        # a line per request at info (target calvin_edge::access)
+//! access_query = false # paths without their query (it may carry tokens)
 //! ```
 
 use std::collections::BTreeMap;
@@ -79,6 +86,57 @@ pub struct ConfigFile {
     pub accounts: Vec<AccountConfig>,
     #[serde(default)]
     pub limits: Limits,
+    #[serde(default)]
+    pub admin: AdminConfig,
+    #[serde(default)]
+    pub log: LogConfig,
+}
+
+/// `[admin]`: the listener for `/metrics`, `/healthz` and `/readyz`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// `""` turns it off.
+    #[serde(deserialize_with = "optional_addr")]
+    pub listen: Option<SocketAddr>,
+}
+
+/// The admin listener's address unless `[admin] listen` says otherwise:
+/// loopback (Prometheus' own port is 9090; 9180 is seldom taken).
+pub const DEFAULT_ADMIN: SocketAddr =
+    SocketAddr::new(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9180);
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            listen: Some(DEFAULT_ADMIN),
+        }
+    }
+}
+
+/// `[log]`: the access log (a line per request, at info).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    pub access: bool,
+    /// Whether its paths keep their query (which may carry tokens).
+    pub access_query: bool,
+}
+
+impl LogConfig {
+    /// Takes it out, leaving the default.
+    pub fn take(&mut self) -> Self {
+        std::mem::take(self)
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        Self {
+            access: true,
+            access_query: false,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -281,7 +339,29 @@ impl ConfigFile {
     }
 
     /// Reads the files the configuration names and makes the settings.
+    /// The zone `[dns]` and `public_ips` describe, with its defaults.
+    pub fn zone(&self) -> ZoneSettings {
+        let domain = self.domain.trim_end_matches('.').to_ascii_lowercase();
+        ZoneSettings {
+            nameservers: self
+                .dns
+                .nameservers
+                .clone()
+                .unwrap_or_else(|| vec![format!("ns.{domain}")]),
+            hostmaster: self
+                .dns
+                .hostmaster
+                .clone()
+                .unwrap_or_else(|| format!("hostmaster.{domain}")),
+            ttl: self.dns.ttl.unwrap_or(300),
+            caa_issuers: self.dns.caa_issuers.clone(),
+            public_ips: self.public_ips.clone(),
+            domain,
+        }
+    }
+
     pub fn into_settings(self) -> Result<Settings, ConfigError> {
+        let zone = self.zone();
         let mut accounts = Vec::new();
         if let Some(agents) = &self.agents {
             let file = &agents.tokens_file;
@@ -318,6 +398,7 @@ impl ConfigFile {
         }
         state_files::create_private_dir(&self.state_dir)?;
         let reset_path = self.state_dir.join("reset.key");
+        let restarted = reset_path.exists();
         let reset_hex = state_files::load_or_make_secret(&reset_path)?;
         let domain = self.domain.trim_end_matches('.').to_ascii_lowercase();
         let certificates = match (self.tls, self.acme) {
@@ -348,23 +429,7 @@ impl ConfigFile {
         let dns = match self.listen.dns {
             None => None,
             Some(_) if self.public_ips.is_empty() => return Err(ConfigError::NoPublicIps),
-            Some(listen) => Some(DnsSettings {
-                listen,
-                zone: ZoneSettings {
-                    nameservers: self
-                        .dns
-                        .nameservers
-                        .unwrap_or_else(|| vec![format!("ns.{domain}")]),
-                    hostmaster: self
-                        .dns
-                        .hostmaster
-                        .unwrap_or_else(|| format!("hostmaster.{domain}")),
-                    ttl: self.dns.ttl.unwrap_or(300),
-                    caa_issuers: self.dns.caa_issuers,
-                    public_ips: self.public_ips,
-                    domain: domain.clone(),
-                },
-            }),
+            Some(listen) => Some(DnsSettings { listen, zone }),
         };
         Ok(Settings {
             domain,
@@ -380,6 +445,7 @@ impl ConfigFile {
             accounts,
             limits: self.limits,
             reset_key: state_files::decode_hex32(&reset_path, &reset_hex)?,
+            restarted,
         })
     }
 }

@@ -6,11 +6,15 @@
 //! name-constrained to the domain, `localhost` and loopback), `ca.key`,
 //! `ca.toml` (its domain), `edge.pem` (leaf then CA), `edge.key`,
 //! `edge.toml` (what the leaf was made for), `agent.token`, `reset.key`;
-//! keys and the token are 0600.
+//! keys and the token are 0600. Two empty lock files: `state.lock`, held
+//! while a process reads or makes the state (two shares starting at once
+//! on a new folder make one CA, not two), and `edge.lock`, held by the
+//! process whose `share --dev` runs the folder's dev edge ([`DevLock`]).
 
 use std::fs;
+use std::io::ErrorKind;
 use std::net::SocketAddr;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use rcgen::{
@@ -35,6 +39,21 @@ const LEAF_KEY_FILE: &str = "edge.key";
 const LEAF_INFO_FILE: &str = "edge.toml";
 const CA_INFO_FILE: &str = "ca.toml";
 const RESET_KEY_FILE: &str = "reset.key";
+const STATE_LOCK_FILE: &str = "state.lock";
+const EDGE_LOCK_FILE: &str = "edge.lock";
+
+/// How long a process that has just taken over the dev edge tries again a
+/// port still taken: the process that ran the edge released the lock as
+/// it exits, and its sockets may close a moment after.
+const TAKEOVER_BIND_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+const TAKEOVER_BIND_RETRY: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// The grace period of a dev edge that processes share: while it drains,
+/// its ports stay closed to the one taking over, so every other preview
+/// waits too (a dev server's live-reload WebSocket would hold them for the
+/// whole 30 s of an edge's default). The stopping process's own previews
+/// end with its agent, before its edge stops.
+const SHARED_GRACE_SECS: u64 = 2;
 
 /// The leaf is valid this long (under the 398 days browsers accept)...
 const LEAF_VALIDITY_DAYS: i64 = 397;
@@ -98,8 +117,33 @@ impl DevArgs {
     /// Loads (or makes) the state and the settings of the dev edge: one
     /// account, `dev`, whose token is in `DIR/agent.token`.
     pub fn settings(&self) -> Result<(Settings, DevState), DevError> {
-        let state = load_or_create(&self.state_dir(), &self.domain)?;
-        let settings = Settings {
+        let state = self.state()?;
+        Ok((self.settings_for(&state), state))
+    }
+
+    /// Loads (or makes) the state these flags name.
+    pub fn state(&self) -> Result<DevState, DevError> {
+        load_or_create(&self.state_dir(), &self.domain)
+    }
+
+    /// Whether another process can join this dev edge: every address is
+    /// fixed. With port 0 the ports are known only to the process that
+    /// bound them, and a process taking the edge over would bind others.
+    pub fn joinable(&self) -> bool {
+        [self.https, self.http, self.quic]
+            .iter()
+            .all(|addr| addr.port() != 0)
+    }
+
+    /// The settings of a dev edge that processes share.
+    fn shared_settings(&self, state: &DevState) -> Settings {
+        let mut settings = self.settings_for(state);
+        settings.limits.grace_period_secs = SHARED_GRACE_SECS;
+        settings
+    }
+
+    fn settings_for(&self, state: &DevState) -> Settings {
+        Settings {
             domain: self.domain.clone(),
             public_url: None,
             listen: Listen {
@@ -121,8 +165,8 @@ impl DevArgs {
                 ..Limits::default()
             },
             reset_key: state.reset_key,
-        };
-        Ok((settings, state))
+            restarted: !state.new_ca,
+        }
     }
 }
 
@@ -151,6 +195,114 @@ impl DevArgs {
         let (settings, state) = self.settings()?;
         Ok((Edge::bind(settings).await?, state))
     }
+
+    /// The dev edge of a state folder that several processes share (each
+    /// `share --dev` of a machine): binds it and takes the folder's lock,
+    /// or, when another process holds the lock, binds nothing: that
+    /// process runs the edge, at these flags' addresses. A taken port while
+    /// no process holds the lock is another program's, and an error.
+    pub async fn bind_or_join(&self) -> Result<(DevState, Option<Running>), DevStartError> {
+        let state = self.state()?;
+        let Some(lock) = DevLock::try_take(&state.dir)? else {
+            return Ok((state, None));
+        };
+        let edge = Edge::bind(self.shared_settings(&state)).await?;
+        Ok((state, Some(Running { edge, lock })))
+    }
+
+    /// Waits until the process running the folder's dev edge lets it go
+    /// (it stopped, or died), then binds it here. When several wait, the
+    /// kernel hands the lock to one; the others go on waiting.
+    pub async fn take_over(&self) -> Result<Running, DevStartError> {
+        let lock = DevLock::wait(&self.state_dir()).await?;
+        let state = self.state()?;
+        let deadline = tokio::time::Instant::now() + TAKEOVER_BIND_WAIT;
+        // Polled: nothing tells one process that another's socket closed.
+        loop {
+            match Edge::bind(self.shared_settings(&state)).await {
+                Ok(edge) => return Ok(Running { edge, lock }),
+                Err(StartError::Bind { source, .. })
+                    if source.kind() == ErrorKind::AddrInUse
+                        && tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(TAKEOVER_BIND_RETRY).await;
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
+    }
+}
+
+/// A dev edge bound by this process, and the state folder's lock it holds
+/// while it runs.
+pub struct Running {
+    pub edge: Edge,
+    pub lock: DevLock,
+}
+
+/// The right to run the dev edge of a state folder: an exclusive `flock`
+/// on `DIR/edge.lock`. It is released when dropped, or when the process
+/// ends however it ends (the kernel drops it with the file), so a process
+/// that holds it is one whose edge runs, never a stale file.
+pub struct DevLock {
+    _file: fs::File,
+}
+
+impl DevLock {
+    /// Takes the lock of the folder `dir`, or `None` when another process
+    /// holds it.
+    pub fn try_take(dir: &Path) -> Result<Option<DevLock>, DevError> {
+        let path = dir.join(EDGE_LOCK_FILE);
+        let file = open_lock_file(&path)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(DevLock { _file: file })),
+            Err(fs::TryLockError::WouldBlock) => Ok(None),
+            Err(fs::TryLockError::Error(source)) => Err(DevError::Io { path, source }),
+        }
+    }
+
+    /// Waits for the lock of the folder `dir` and takes it. The wait runs on
+    /// a thread of its own rather than tokio's blocking pool, which a
+    /// runtime waits for when it shuts down: a process that stops while
+    /// waiting exits at once. Dropped meanwhile, the lock is let go as soon
+    /// as the thread gets it.
+    pub async fn wait(dir: &Path) -> Result<DevLock, DevError> {
+        let path = dir.join(EDGE_LOCK_FILE);
+        let file = open_lock_file(&path)?;
+        let (taken, lock) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("dev-edge-lock".into())
+            .spawn(move || {
+                let _ = taken.send(file.lock().map(|()| DevLock { _file: file }));
+            })
+            .map_err(|source| DevError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        match lock.await {
+            Ok(Ok(lock)) => Ok(lock),
+            Ok(Err(source)) => Err(DevError::Io { path, source }),
+            Err(_) => Err(DevError::Io {
+                path,
+                source: std::io::Error::other("the thread waiting for the lock ended"),
+            }),
+        }
+    }
+}
+
+/// Opens (or makes, 0600) a lock file of the state folder.
+fn open_lock_file(path: &Path) -> Result<fs::File, DevError> {
+    fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(path)
+        .map_err(|source| DevError::Io {
+            path: path.to_owned(),
+            source,
+        })
 }
 
 /// The flag that moves a dev listener, for a "port taken" error.
@@ -218,6 +370,14 @@ pub fn load_or_create(dir: &Path, domain: &str) -> Result<DevState, DevError> {
     };
     fs::create_dir_all(dir).map_err(io)?;
     fs::set_permissions(dir, fs::Permissions::from_mode(0o700)).map_err(io)?;
+    // Held to the end: another process making the state at the same time
+    // would mix its CA with this one's.
+    let state_lock = dir.join(STATE_LOCK_FILE);
+    let making = open_lock_file(&state_lock)?;
+    making.lock().map_err(|source| DevError::Io {
+        path: state_lock.clone(),
+        source,
+    })?;
 
     // The CA is name-constrained to the domain, so another domain needs
     // another CA (and the client must trust the new ca.pem).
@@ -305,6 +465,7 @@ pub fn load_or_create(dir: &Path, domain: &str) -> Result<DevState, DevError> {
     let token = load_or_make_secret(&dir.join(TOKEN_FILE))?;
     let reset_hex = load_or_make_secret(&dir.join(RESET_KEY_FILE))?;
     let reset_key = decode_hex32(&dir.join(RESET_KEY_FILE), &reset_hex)?;
+    drop(making);
     Ok(DevState {
         dir: dir.to_owned(),
         tls,
@@ -492,6 +653,43 @@ mod tests {
             )
             .unwrap_err();
         assert!(format!("{err:?}").contains("NameConstraint"), "{err:?}");
+    }
+
+    #[test]
+    fn processes_starting_at_once_on_a_new_folder_make_one_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        let made: Vec<DevState> = std::thread::scope(|s| {
+            let starts: Vec<_> = (0..4)
+                .map(|_| s.spawn(|| load_or_create(&state, "preview.localhost").unwrap()))
+                .collect();
+            starts.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        assert_eq!(made.iter().filter(|s| s.new_ca).count(), 1);
+        assert!(made.iter().all(|s| s.token == made[0].token));
+        assert!(made.iter().all(|s| s.tls.certs == made[0].tls.certs));
+    }
+
+    #[tokio::test]
+    async fn one_holder_of_the_edge_lock_and_the_next_waits_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = DevLock::try_take(dir.path()).unwrap().expect("free");
+        assert!(DevLock::try_take(dir.path()).unwrap().is_none(), "held");
+        let next = tokio::spawn({
+            let dir = dir.path().to_owned();
+            async move { DevLock::wait(&dir).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!next.is_finished(), "waits while the first holds it");
+        drop(first);
+        let second = tokio::time::timeout(std::time::Duration::from_secs(5), next)
+            .await
+            .expect("woken when the first lets go")
+            .unwrap()
+            .unwrap();
+        assert!(DevLock::try_take(dir.path()).unwrap().is_none());
+        drop(second);
+        assert!(DevLock::try_take(dir.path()).unwrap().is_some());
     }
 
     use rustls::client::danger::ServerCertVerifier;

@@ -11,6 +11,7 @@
 //! NXDOMAIN for a wildcard-covered name asked for a type it lacks (hickory-dns
 //! issues 2905 and 3893), where the answer must be NODATA.
 
+use crate::metrics::Counts;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -310,8 +311,20 @@ impl ZoneAnswers {
     }
 }
 
-/// hickory's request handler over [`ZoneAnswers`].
-struct Handler(Arc<ZoneAnswers>);
+/// hickory's request handler over [`ZoneAnswers`], counting its answers.
+struct Handler(Arc<ZoneAnswers>, Counts);
+
+/// A response code's name in [`crate::metrics::DNS_ANSWERS`].
+fn answer_name(code: ResponseCode) -> &'static str {
+    match code {
+        ResponseCode::NoError => "noerror",
+        ResponseCode::NXDomain => "nxdomain",
+        ResponseCode::Refused => "refused",
+        ResponseCode::FormErr => "formerr",
+        ResponseCode::NotImp => "notimp",
+        _ => "other",
+    }
+}
 
 #[async_trait::async_trait]
 impl RequestHandler for Handler {
@@ -359,6 +372,7 @@ impl RequestHandler for Handler {
                 );
                 metadata.response_code = answer.code;
                 metadata.authoritative = answer.authoritative;
+                self.1.dns_answered(answer_name(answer.code));
                 response_handle
                     .send_response(builder.build(
                         metadata,
@@ -373,6 +387,7 @@ impl RequestHandler for Handler {
             (refusal, _) => {
                 let code = refusal.unwrap_or(ResponseCode::FormErr);
                 metadata.response_code = code;
+                self.1.dns_answered(answer_name(code));
                 debug!(src = %request.src(), %code, "dns request refused");
                 response_handle
                     .send_response(builder.build_no_records(metadata))
@@ -403,10 +418,14 @@ pub struct DnsServer {
 impl DnsServer {
     /// Binds UDP and TCP on `addr` (port 0 picks one port free for both)
     /// and starts answering.
-    pub async fn bind(addr: SocketAddr, answers: ZoneAnswers) -> std::io::Result<DnsServer> {
+    pub async fn bind(
+        addr: SocketAddr,
+        answers: ZoneAnswers,
+        counts: Counts,
+    ) -> std::io::Result<DnsServer> {
         let (udp, tcp) = bind_pair(addr).await?;
         let addr = udp.local_addr()?;
-        let mut server = Server::new(Handler(Arc::new(answers)));
+        let mut server = Server::new(Handler(Arc::new(answers), counts));
         server.register_socket(udp);
         server.register_listener(tcp, TCP_IDLE, 64);
         Ok(DnsServer { server, addr })

@@ -9,6 +9,8 @@ use http_body_util::Full;
 
 /// Names the failure in a response header, for scripts and tests.
 pub const ERROR_HEADER: &str = "x-calvin-error";
+/// A request's id: sent to the origin, and on the edge's own answers.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EdgeError {
@@ -55,6 +57,28 @@ pub enum EdgeError {
 }
 
 impl EdgeError {
+    /// Every [`code`](Self::code), in the order of the variants.
+    pub const CODES: [&'static str; 18] = [
+        "not-a-preview",
+        "unknown-preview",
+        "agent-offline",
+        "not-listening",
+        "upstream-timeout",
+        "agent-not-answering",
+        "bad-gateway",
+        "uri-too-long",
+        "too-many-headers",
+        "bad-request-body",
+        "bad-host",
+        "misdirected",
+        "body-too-large",
+        "account-busy",
+        "body-too-slow",
+        "body-stalled",
+        "rate-limited",
+        "edge-stopping",
+    ];
+
     pub fn status(&self) -> StatusCode {
         match self {
             Self::NotAPreview | Self::UnknownName(_) => StatusCode::NOT_FOUND,
@@ -70,6 +94,20 @@ impl EdgeError {
             Self::AccountBusy(..) | Self::Stopping => StatusCode::SERVICE_UNAVAILABLE,
             Self::BodyTooSlow(..) | Self::BodyStalled(_) => StatusCode::REQUEST_TIMEOUT,
             Self::RateLimited(..) => StatusCode::TOO_MANY_REQUESTS,
+        }
+    }
+
+    /// The preview the request was for, when the error names one.
+    pub fn preview(&self) -> Option<&PreviewName> {
+        match self {
+            Self::UnknownName(n)
+            | Self::AgentOffline(n)
+            | Self::NotListening(n, _)
+            | Self::Timeout(n, ..)
+            | Self::AgentNotAnswering(n, _)
+            | Self::BadGateway(n, _)
+            | Self::AccountBusy(n, _) => Some(n),
+            _ => None,
         }
     }
 
@@ -144,14 +182,21 @@ impl EdgeError {
     }
 
     /// The response for a visitor who accepts HTML (see [`accepts_html`]),
-    /// or plain text.
-    pub fn response(&self, as_html: bool) -> Response<Full<Bytes>> {
+    /// or plain text; it names the request's id (also in `X-Request-Id`),
+    /// for the visitor to quote.
+    pub fn response(&self, as_html: bool, request_id: &str) -> Response<Full<Bytes>> {
         let status = self.status();
         let message = self.message();
         let (content_type, body) = if as_html {
-            ("text/html; charset=utf-8", html(status, &message))
+            (
+                "text/html; charset=utf-8",
+                html(status, &message, request_id),
+            )
         } else {
-            ("text/plain; charset=utf-8", format!("{message}\n"))
+            (
+                "text/plain; charset=utf-8",
+                format!("{message}\nrequest id: {request_id}\n"),
+            )
         };
         let mut response = Response::new(Full::new(Bytes::from(body)));
         *response.status_mut() = status;
@@ -161,6 +206,9 @@ impl EdgeError {
         h.insert(ERROR_HEADER, HeaderValue::from_static(self.code()));
         if let Some(secs) = self.retry_after() {
             h.insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if let Ok(id) = HeaderValue::from_str(request_id) {
+            h.insert(REQUEST_ID_HEADER, id);
         }
         response
     }
@@ -193,7 +241,7 @@ pub fn accepts_html(headers: &HeaderMap) -> bool {
         })
 }
 
-fn html(status: StatusCode, message: &str) -> String {
+fn html(status: StatusCode, message: &str, request_id: &str) -> String {
     let title = format!(
         "{} {}",
         status.as_u16(),
@@ -201,8 +249,9 @@ fn html(status: StatusCode, message: &str) -> String {
     );
     format!(
         "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title></head>\n\
-         <body><h1>{title}</h1><p>{}</p><p><small>calvin</small></p></body></html>\n",
-        escape(message)
+         <body><h1>{title}</h1><p>{}</p><p><small>calvin &middot; request id {}</small></p></body></html>\n",
+        escape(message),
+        escape(request_id)
     )
 }
 
@@ -234,11 +283,15 @@ mod tests {
             3000u16.try_into().unwrap(),
         );
         assert!(!accepts_html(&HeaderMap::new()));
-        let r: Response<Full<Bytes>> = err.response(false);
+        let r: Response<Full<Bytes>> = err.response(false, "0f1e2d3c4b5a6978");
         assert_eq!(r.status(), 502);
         assert_eq!(r.headers()[CONTENT_TYPE], "text/plain; charset=utf-8");
         assert_eq!(r.headers()[ERROR_HEADER], "not-listening");
-        assert_eq!(body(r), "preview web: nothing is listening on port 3000\n");
+        assert_eq!(r.headers()[REQUEST_ID_HEADER], "0f1e2d3c4b5a6978");
+        assert_eq!(
+            body(r),
+            "preview web: nothing is listening on port 3000\nrequest id: 0f1e2d3c4b5a6978\n"
+        );
 
         let mut h = HeaderMap::new();
         h.insert(
@@ -246,9 +299,10 @@ mod tests {
             HeaderValue::from_static("text/html,application/xhtml+xml;q=0.9"),
         );
         assert!(accepts_html(&h));
-        let r: Response<Full<Bytes>> = err.response(true);
+        let r: Response<Full<Bytes>> = err.response(true, "<id>");
         assert_eq!(r.headers()[CONTENT_TYPE], "text/html; charset=utf-8");
         let page = body(r);
+        assert!(page.contains("request id &lt;id&gt;"), "{page}");
         assert!(page.contains("<title>502 Bad Gateway</title>"), "{page}");
         assert!(page.contains("nothing is listening on port 3000"), "{page}");
     }
@@ -265,6 +319,39 @@ mod tests {
         assert_eq!(EdgeError::AgentNotAnswering(n.clone(), 5).status(), 504);
         assert_eq!(EdgeError::BadGateway(n, "x".into()).status(), 502);
         assert_eq!(EdgeError::Stopping.status(), 503);
+    }
+
+    #[test]
+    fn every_code_is_listed_once() {
+        let n = PreviewName::parse("x").unwrap();
+        let p: Port = 1u16.try_into().unwrap();
+        let exceeded = crate::rates::Exceeded {
+            per_second: 1,
+            burst: 1,
+            retry_after: std::time::Duration::from_secs(1),
+        };
+        let every = [
+            EdgeError::NotAPreview,
+            EdgeError::UnknownName(n.clone()),
+            EdgeError::AgentOffline(n.clone()),
+            EdgeError::NotListening(n.clone(), p),
+            EdgeError::Timeout(n.clone(), p, 1),
+            EdgeError::AgentNotAnswering(n.clone(), 1),
+            EdgeError::BadGateway(n.clone(), "x".into()),
+            EdgeError::UriTooLong(1),
+            EdgeError::TooManyHeaders(1),
+            EdgeError::BadRequestBody,
+            EdgeError::BadHost("x"),
+            EdgeError::Misdirected("x".into()),
+            EdgeError::BodyTooLarge(1),
+            EdgeError::AccountBusy(n, 1),
+            EdgeError::BodyTooSlow(1, 1),
+            EdgeError::BodyStalled(1),
+            EdgeError::RateLimited("x".into(), exceeded),
+            EdgeError::Stopping,
+        ];
+        let codes: Vec<&str> = every.iter().map(EdgeError::code).collect();
+        assert_eq!(codes, EdgeError::CODES);
     }
 
     #[test]

@@ -33,6 +33,7 @@ use tracing::{debug, warn};
 use crate::error_page::{EdgeError, accepts_html};
 use crate::h1_framing::{FramingGate, HeadLimits};
 use crate::h2_flood::FloodGuard;
+use crate::metrics::{Counts, HandshakeFailure};
 use crate::proxy::{DrainGuard, Proxy, Scheme, Visitor};
 use crate::read_ahead;
 use crate::rewind::Rewind;
@@ -214,14 +215,17 @@ impl HttpServer {
             &mut handshake,
         )
         .await;
+        let counts = self.proxy.counts();
         let stream = match handshaken {
             Ok(stream) => stream,
             Err(Unstarted::TimedOut) => {
+                counts.handshake_failed(HandshakeFailure::TlsTimeout);
                 if let Some(socket) = handshake.get_ref() {
                     socket.reset();
                 }
                 return;
             }
+            Err(Unstarted::Failed) => return counts.handshake_failed(HandshakeFailure::TlsError),
             Err(Unstarted::Over) => return,
         };
         let limit = header_timeout(self.header_read_timeout);
@@ -294,7 +298,7 @@ impl HttpServer {
                 stream.socket().reset();
                 return Err(());
             }
-            Err(Unstarted::Over) => return Err(()),
+            Err(Unstarted::Failed | Unstarted::Over) => return Err(()),
         };
         if h2 || preface {
             return Ok(Opened::Http2(Rewind::new(opening, stream)));
@@ -313,7 +317,7 @@ impl HttpServer {
                 gate.get_mut().socket().reset();
                 return Err(());
             }
-            Err(Unstarted::Over) => return Err(()),
+            Err(Unstarted::Failed | Unstarted::Over) => return Err(()),
         }
         let rules = self.proxy.body_rules();
         let body = tokio::select! {
@@ -326,7 +330,7 @@ impl HttpServer {
             Err(Some(refusal)) => refusal,
         };
         debug!(%peer, "{}", refusal.message());
-        refuse(gate, &refusal).await;
+        refuse(gate, &refusal, self.proxy.counts()).await;
         Err(())
     }
 
@@ -476,9 +480,18 @@ impl AsyncWrite for Movable {
 
 /// Answers the request on `stream` with `refusal` and closes it, on the
 /// front; its body is not read.
-async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(stream: S, refusal: &EdgeError) {
+async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
+    refusal: &EdgeError,
+    counts: &Counts,
+) {
     let service = service_fn(|req: Request<Incoming>| {
-        let mut response = refusal.response(accepts_html(req.headers()));
+        let arrived = std::time::Instant::now();
+        let id = crate::request_log::new_id();
+        let id = id.to_str().unwrap_or("-");
+        let mut response = refusal.response(accepts_html(req.headers()), id);
+        counts.refused(refusal);
+        counts.answered(req.version(), response.status(), arrived.elapsed());
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
@@ -527,7 +540,9 @@ async fn accept_each(
 
 /// How a connection's start ended without its first request.
 enum Unstarted {
-    /// It failed or closed, was refused, or the edge is stopping.
+    /// It failed.
+    Failed,
+    /// The edge is stopping.
     Over,
     /// It took longer than its limit: to be [`reset`].
     TimedOut,
@@ -559,7 +574,7 @@ async fn start_step<T, E: std::fmt::Display>(
             Ok(Ok(value)) => Ok(value),
             Ok(Err(err)) => {
                 debug!(%peer, %err, "{what}: the connection failed");
-                Err(Unstarted::Over)
+                Err(Unstarted::Failed)
             }
             Err(_) => {
                 debug!(%peer, "{what} within {} s", limit.as_secs());

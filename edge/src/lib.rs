@@ -16,6 +16,7 @@
 
 pub mod accounts;
 pub mod acme;
+pub mod admin;
 pub mod bandwidth;
 pub mod cert_store;
 pub mod check_config;
@@ -29,11 +30,13 @@ mod h2_flood;
 pub mod health;
 pub mod host;
 mod http_server;
+pub mod metrics;
 pub mod proxy;
 mod quic_ids;
 pub mod rates;
 mod read_ahead;
 mod request_body;
+mod request_log;
 mod rewind;
 pub mod rewrite;
 pub mod route_table;
@@ -48,6 +51,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::net::TcpListener;
@@ -57,10 +61,12 @@ use tracing::{info, warn};
 
 use crate::accounts::Accounts;
 use crate::acme::{AcmeSettings, Renewal};
+use crate::admin::Admin;
 use crate::cert_store::CertStore;
 use crate::dns::{Challenges, DnsServer, ZoneAnswers};
 use crate::health::Health;
 use crate::http_server::HttpServer;
+use crate::metrics::Metrics;
 use crate::proxy::Proxy;
 use crate::route_table::RouteTable;
 use crate::tls::{TlsError, TlsMaterial};
@@ -88,6 +94,8 @@ pub struct Edge {
     rates: Arc<rates::Rates>,
     server: Arc<HttpServer>,
     grace: Duration,
+    admin: Arc<Admin>,
+    admin_listener: Option<TcpListener>,
 }
 
 impl Edge {
@@ -106,6 +114,12 @@ impl Edge {
 
         let certs = Arc::new(CertStore::new());
         let challenges = Challenges::default();
+        let renewal = Renewal::default();
+        let routes = Arc::new(RouteTable::new(
+            Duration::from_secs(limits.name_lease_secs),
+            limits.max_previews_per_account,
+        ));
+        let counts = metrics::Counts::default();
         let certificates = match &settings.certificates {
             Certificates::Fixed(material) => {
                 certs.install(material)?;
@@ -131,7 +145,7 @@ impl Edge {
             Some(dns) => {
                 let answers = ZoneAnswers::new(&dns.zone, challenges)?;
                 Some(
-                    DnsServer::bind(dns.listen, answers)
+                    DnsServer::bind(dns.listen, answers, counts.clone())
                         .await
                         .map_err(bind_err(ListenerKind::Dns, dns.listen))?,
                 )
@@ -174,16 +188,13 @@ impl Edge {
             http: http.as_ref().and_then(local),
             quic: endpoint.local_addr().unwrap_or(quic_addr),
             dns: dns.as_ref().map(DnsServer::local_addr),
+            admin: None,
             url_template: settings
                 .public_url
                 .clone()
                 .unwrap_or_else(|| default_url_template(&domain, https_addr)),
         };
 
-        let routes = Arc::new(RouteTable::new(
-            Duration::from_secs(limits.name_lease_secs),
-            limits.max_previews_per_account,
-        ));
         let hub = Arc::new(AgentHub {
             routes: routes.clone(),
             accounts,
@@ -203,10 +214,16 @@ impl Edge {
             guesses: guesses::Guesses::default(),
             connected: Arc::default(),
             account_streams: dashmap::DashMap::new(),
+            connections: dashmap::DashMap::new(),
+            lost_packets_ended: Default::default(),
+            counts: counts.clone(),
         });
-        let renewal = Renewal::default();
+        let metrics = Arc::new(Metrics::new(
+            counts.clone(),
+            live_metrics(&routes, &hub, &certs, &renewal),
+        ));
         let online = routes.clone();
-        let health = Health::new(
+        let health = Arc::new(Health::new(
             certs.clone(),
             renewal.clone(),
             certificates.source(),
@@ -214,14 +231,14 @@ impl Edge {
                 agents: hub.connected.clone(),
                 previews: Box::new(move || online.live_total()),
             },
-        );
+        ));
         let redirect_to =
             (settings.plain_http == PlainHttp::Redirect).then(|| bound.url_template.clone());
         let rates = Arc::new(rates::Rates::new(
             limits.requests_per_second_per_ip,
             limits.requests_per_second_per_preview,
         ));
-        let proxy = Arc::new(Proxy::new(
+        let proxy = Proxy::new(
             routes.clone(),
             domain.clone(),
             proxy::RequestLimits {
@@ -241,15 +258,24 @@ impl Edge {
                 response: Duration::from_secs(limits.upstream_timeout_secs),
                 reconnect: Duration::from_secs(limits.reconnect_wait_secs),
             },
-            health,
-            redirect_to,
-        ));
+            proxy::OwnAnswers {
+                health: health.clone(),
+                redirect_to,
+            },
+            counts,
+        );
+        let proxy = Arc::new(if settings.restarted {
+            proxy.restarted()
+        } else {
+            proxy
+        });
         let server = Arc::new(HttpServer::new(
             proxy,
             Duration::from_secs(limits.header_read_timeout_secs),
             limits.max_request_head_bytes,
             limits.max_request_headers,
         ));
+        let certs_for_admin = certs.clone();
         Ok(Edge {
             bound,
             https,
@@ -265,7 +291,37 @@ impl Edge {
             rates,
             server,
             grace: Duration::from_secs(limits.grace_period_secs),
+            admin: Arc::new(Admin {
+                metrics,
+                health,
+                certs: certs_for_admin,
+                serving: Arc::new(AtomicBool::new(false)),
+            }),
+            admin_listener: None,
         })
+    }
+
+    /// Binds the admin listener (`/metrics`, `/healthz`, `/readyz`; see
+    /// [`admin`]) on `addr`, served from [`run`](Self::run) on.
+    pub async fn bind_admin(&mut self, addr: SocketAddr) -> std::io::Result<SocketAddr> {
+        let listener = TcpListener::bind(addr).await?;
+        let bound = listener.local_addr()?;
+        self.admin.metrics.counts().start();
+        self.admin_listener = Some(listener);
+        self.bound.admin = Some(bound);
+        Ok(bound)
+    }
+
+    /// The access log: a line per request at info (target
+    /// `calvin_edge::access`) when `on`, its path with the query when
+    /// `query`. On, without the query, unless this says otherwise.
+    pub fn set_access_log(&self, on: bool, query: bool) {
+        self.server.proxy().set_access_log(on, query);
+    }
+
+    /// The metrics, as `/metrics` serves them.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.admin.metrics.clone()
     }
 
     pub fn bound(&self) -> &Bound {
@@ -302,6 +358,10 @@ impl Edge {
             )));
         }
         drop(drain);
+        let admin = self
+            .admin_listener
+            .map(|listener| tokio::spawn(self.admin.clone().serve(listener)));
+        self.admin.serving.store(true, Ordering::Release);
         let agents = tokio::spawn(tunnel::accept_agents(
             self.endpoint.clone(),
             self.hub.clone(),
@@ -329,6 +389,7 @@ impl Edge {
         ));
 
         shutdown.await;
+        self.admin.serving.store(false, Ordering::Release);
         info!(
             grace_secs = self.grace.as_secs(),
             "shutting down: draining requests"
@@ -357,7 +418,37 @@ impl Edge {
             b"edge shutting down",
         );
         let _ = tokio::time::timeout(Duration::from_secs(1), self.endpoint.wait_idle()).await;
+        if let Some(admin) = admin {
+            admin.abort();
+        }
         info!("edge stopped");
+    }
+}
+
+/// What the metrics read at each scrape: the tunnel, the routes, the
+/// certificate and its renewals.
+fn live_metrics(
+    routes: &Arc<RouteTable<Arc<upstream::Upstream>>>,
+    hub: &Arc<AgentHub>,
+    certs: &Arc<CertStore>,
+    renewal: &Renewal,
+) -> metrics::Live {
+    let (agents, streams, paths) = (hub.clone(), hub.clone(), hub.clone());
+    let routes = routes.clone();
+    let certs = certs.clone();
+    let renewal = renewal.clone();
+    metrics::Live {
+        agents_connected: Box::new(move || agents.connected.load(Ordering::Relaxed) as u64),
+        previews_online: Box::new(move || routes.live_total() as u64),
+        open_streams: Box::new(move || streams.open_streams()),
+        agent_paths: Box::new(move || paths.paths()),
+        certificate_not_after: Box::new(move || {
+            certs.info().map(|info| info.not_after.unix_timestamp())
+        }),
+        certificate_attempts: Box::new(move || {
+            let status = renewal.status();
+            (status.attempts, status.failures)
+        }),
     }
 }
 
@@ -412,12 +503,13 @@ impl CertificateKeeper {
 /// floods would become the log. The edge logs queries at debug itself.
 pub const DEFAULT_LOG_FILTER: &str = "info,hickory_server=warn,hickory_proto=warn,hickory_net=warn";
 
-/// Logs to stderr; `RUST_LOG` filters (default [`DEFAULT_LOG_FILTER`]).
-pub fn init_tracing() {
-    calvin_common::process::init_tracing(DEFAULT_LOG_FILTER);
+/// Logs to stderr in `format`; `RUST_LOG` filters (default
+/// [`DEFAULT_LOG_FILTER`]).
+pub fn init_tracing(format: LogFormat) {
+    calvin_common::process::init_tracing(DEFAULT_LOG_FILTER, format);
 }
 
-pub use calvin_common::process::{block_on, raise_open_files_limit, shutdown_signal};
+pub use calvin_common::process::{LogFormat, block_on, raise_open_files_limit, shutdown_signal};
 
 enum QuicBindError {
     Io(std::io::Error),

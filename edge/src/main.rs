@@ -26,6 +26,15 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How log lines are written: text, or json (one object per line)
+    #[arg(
+        long,
+        global = true,
+        value_name = "FORMAT",
+        default_value = "text",
+        env = "CALVIN_LOG_FORMAT"
+    )]
+    log_format: calvin_edge::LogFormat,
 }
 
 #[derive(Subcommand)]
@@ -37,7 +46,13 @@ enum Command {
         config: PathBuf,
     },
     /// Run an edge for this machine only, with a local CA (no configuration)
-    Dev(DevArgs),
+    Dev {
+        #[command(flatten)]
+        args: DevArgs,
+        /// Serve /metrics, /healthz and /readyz on ADDR (off by default)
+        #[arg(long, value_name = "ADDR")]
+        admin: Option<std::net::SocketAddr>,
+    },
     /// Check a configuration file without starting: every problem, with
     /// its key and line, and exit 1; or a one-line summary and exit 0.
     /// `serve` runs the same checks before it starts.
@@ -56,8 +71,9 @@ fn main() -> ExitCode {
 }
 
 async fn main_async() -> ExitCode {
-    calvin_edge::init_tracing();
-    match run(Cli::parse()).await {
+    let cli = Cli::parse();
+    calvin_edge::init_tracing(cli.log_format);
+    match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("calvin-edge: {err:#}");
@@ -73,24 +89,42 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .context("catching SIGHUP")?;
     let edge = match cli.command {
         Command::Serve { config } => {
-            let (file, _) = checked(&config, "; nothing was started")?;
+            let (mut file, _) = checked(&config, "; nothing was started")?;
+            let (admin, log) = (file.admin.listen.take(), file.log.take());
             let settings = file.into_settings()?;
-            Edge::bind(settings).await.map_err(|e| match e {
+            let mut edge = Edge::bind(settings).await.map_err(|e| match e {
                 StartError::Bind { kind, .. } => anyhow::anyhow!(
                     "{e}\n  (change [listen] {} in {})",
                     kind.to_string().to_lowercase(),
                     config.display()
                 ),
                 other => other.into(),
-            })?
+            })?;
+            if let Some(addr) = admin {
+                edge.bind_admin(addr).await.map_err(|e| {
+                    anyhow::anyhow!(
+                        "cannot listen for admin on {addr}/tcp: {e}\n  (change [admin] listen in {}; \"\" turns it off)",
+                        config.display()
+                    )
+                })?;
+            }
+            edge.set_access_log(log.access, log.access_query);
+            edge
         }
         Command::CheckConfig { config } => {
             let (_, summary) = checked(&config, "")?;
             println!("{summary}");
             return Ok(());
         }
-        Command::Dev(args) => {
-            let (edge, state) = args.bind().await?;
+        Command::Dev { args, admin } => {
+            let (mut edge, state) = args.bind().await?;
+            if let Some(addr) = admin {
+                edge.bind_admin(addr).await.map_err(|e| {
+                    anyhow::anyhow!(
+                        "cannot listen for admin on {addr}/tcp: {e} (pass --admin ADDR)"
+                    )
+                })?;
+            }
             if state.new_ca {
                 eprintln!(
                     "made a new local CA: trust {} (it can vouch only for {} and localhost)",
@@ -142,6 +176,9 @@ fn print_bound(bound: &Bound) {
     println!("listening quic {}/udp", bound.quic);
     if let Some(addr) = bound.dns {
         println!("listening dns {addr}/udp+tcp");
+    }
+    if let Some(addr) = bound.admin {
+        println!("listening admin {addr}/tcp");
     }
     println!("previews {}", bound.url_template);
 }

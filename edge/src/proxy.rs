@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use calvin_proto::PreviewName;
@@ -14,22 +14,28 @@ use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::{Either, Full};
 use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
-use tracing::debug;
+use tracing::{Instrument, debug};
 
 use crate::bandwidth::{Bandwidth, ThrottledIo};
 use crate::error_page::{self, EdgeError};
 use crate::health::{self, Health};
 use crate::host::{self, HostError, Target};
+use crate::metrics::Counts;
 use crate::rates::Rates;
 use crate::read_ahead::{self, BodyRules};
-use crate::request_body::{BodyOutcome, MinRate, RequestBody};
+use crate::request_body::{BodyOutcome, BodyWatch, MinRate, RequestBody};
+use crate::request_log::{self, AccessRecord, Counted, Finish};
 pub use crate::rewrite::Scheme;
 use crate::rewrite::{drop_zone_cookies, requested_upgrade, rewrite_request, strip_hop_by_hop};
 use crate::route_table::{Lookup, RouteTable};
 use crate::upstream::{self, Outgoing, ResponseBody, SendFailed, Upstream, UpstreamError, Waiting};
 
-/// What the edge answers with: an origin's streaming body or its own page.
-pub type Body = Either<ResponseBody, Full<Bytes>>;
+/// What the edge answers with: an origin's streaming body or its own page,
+/// counted (and logged) as it goes.
+pub type Body = Counted<Answer>;
+
+/// An origin's streaming body or the edge's own page.
+pub type Answer = Either<ResponseBody, Full<Bytes>>;
 
 /// Held by everything a shutdown must wait for (connections, upgraded
 /// streams); the edge drains until every clone is dropped.
@@ -98,14 +104,40 @@ pub struct Proxy {
     limits: RequestLimits,
     rates: Arc<Rates>,
     waits: Waits,
-    health: Health,
-    /// The URL template plain HTTP requests for previews are redirected
-    /// to; `None` serves them.
-    redirect_to: Option<String>,
+    own: OwnAnswers,
+    /// Until when a name the table does not know may be an agent's that is
+    /// still reconnecting, after a restart.
+    agents_returning_until: Option<tokio::time::Instant>,
     /// Set when a stop's grace period is over, just before the edge closes
     /// every agent's connection: requests cut then are answered as the
     /// edge stopping, not as their agent gone.
     closing_agents: AtomicBool,
+    counts: Counts,
+    /// Whether each request gets an access line (`[log] access`), and
+    /// whether its path has the query (`[log] access_query`).
+    access_log: AtomicBool,
+    access_query: AtomicBool,
+}
+
+/// What the edge answers itself, besides errors.
+pub struct OwnAnswers {
+    /// `/healthz` on hosts that are not previews.
+    pub health: Arc<Health>,
+    /// The URL template plain HTTP requests for previews are redirected
+    /// to; `None` serves them.
+    pub redirect_to: Option<String>,
+}
+
+/// What a request's end is told of its way through the proxy.
+#[derive(Default)]
+struct Traced {
+    /// The preview's name, once routed (asked only for the access line).
+    preview: Option<String>,
+    /// The request body's progress, once forwarded.
+    upload: Option<BodyWatch>,
+    /// The id to give the request once its head passes the limits (when
+    /// the visitor's own is not kept).
+    set_id: Option<HeaderValue>,
 }
 
 impl Proxy {
@@ -115,8 +147,8 @@ impl Proxy {
         limits: RequestLimits,
         rates: Arc<Rates>,
         waits: Waits,
-        health: Health,
-        redirect_to: Option<String>,
+        own: OwnAnswers,
+        counts: Counts,
     ) -> Self {
         Self {
             routes,
@@ -124,10 +156,33 @@ impl Proxy {
             limits,
             rates,
             waits,
-            health,
-            redirect_to,
+            own,
+            agents_returning_until: None,
             closing_agents: AtomicBool::new(false),
+            counts,
+            access_log: AtomicBool::new(true),
+            access_query: AtomicBool::new(false),
         }
+    }
+
+    /// Marks the edge as restarted: its agents may be coming back (see
+    /// [`Self::first_claimed`]). Each learns that its connection is gone
+    /// at its next packet (a stateless reset), or at the latest at its idle
+    /// timeout, and reconnects.
+    pub(crate) fn restarted(mut self) -> Self {
+        let window = calvin_proto::IDLE_TIMEOUT + self.waits.reconnect;
+        self.agents_returning_until = Some(tokio::time::Instant::now() + window);
+        self
+    }
+
+    /// Turns the access log on or off, and the query in its paths.
+    pub(crate) fn set_access_log(&self, on: bool, query: bool) {
+        self.access_log.store(on, Ordering::Relaxed);
+        self.access_query.store(query, Ordering::Relaxed);
+    }
+
+    pub(crate) fn counts(&self) -> &Counts {
+        &self.counts
     }
 
     /// Marks that the edge is closing every agent's connection to stop.
@@ -135,20 +190,58 @@ impl Proxy {
         self.closing_agents.store(true, Ordering::Release);
     }
 
+    /// Answers a visitor's request: forwarded, or the edge's own answer;
+    /// counted, and logged when its response ends.
     pub async fn handle(
         &self,
         req: Request<Incoming>,
         visitor: &Visitor,
         drain: &DrainGuard,
     ) -> Response<Body> {
+        let arrived = Instant::now();
+        let (id, ours) = request_log::identify(&req);
+        let version = req.version();
         let html = error_page::accepts_html(req.headers());
-        match self.forward(req, visitor, drain).await {
+        let logged = self.access_log.load(Ordering::Relaxed)
+            && tracing::enabled!(target: "calvin_edge::access", tracing::Level::INFO);
+        let mut access = logged.then(|| {
+            let query = self.access_query.load(Ordering::Relaxed);
+            Box::new(AccessRecord::new(&req, id.clone(), visitor.peer, query))
+        });
+        let mut traced = Traced {
+            set_id: ours.then(|| id.clone()),
+            ..Traced::default()
+        };
+        let span = tracing::info_span!("request", id = id.to_str().unwrap_or("-"));
+        let forwarded = self
+            .forward(req, visitor, drain, &mut traced, access.is_some())
+            .instrument(span)
+            .await;
+        let response = match forwarded {
             Ok(response) => response,
             Err(err) => {
                 debug!(code = err.code(), "{}", err.message());
-                err.response(html).map(Either::Right)
+                self.counts.refused(&err);
+                if access.is_some() && traced.preview.is_none() {
+                    traced.preview = err.preview().map(PreviewName::to_string);
+                }
+                err.response(html, id.to_str().unwrap_or("-"))
+                    .map(Either::Right)
             }
+        };
+        let status = response.status();
+        self.counts.answered(version, status, arrived.elapsed());
+        if let Some(access) = &mut access {
+            access.preview = traced.preview;
         }
+        let finish = Finish {
+            counts: self.counts.clone(),
+            arrived,
+            status: status.as_u16(),
+            upload: traced.upload,
+            access,
+        };
+        response.map(|body| Counted::new(body, finish))
     }
 
     /// Waits for an offline preview's agent to be back, until `reconnect_wait`
@@ -174,6 +267,38 @@ impl Proxy {
                 // leaving is a change too, which wakes this.
                 Lookup::Live(_) | Lookup::Offline => {}
                 Lookup::Unknown => return None,
+            }
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    /// Waits (as long as for an offline preview, in the first seconds of a
+    /// restarted edge) for a name the table does not know to be claimed:
+    /// after a restart the agents come back over those seconds, and their
+    /// names would meanwhile answer "no such preview" (a 404 a link preview
+    /// may keep). Its upstream once claimed and online, `None` past the
+    /// wait.
+    async fn first_claimed(
+        &self,
+        name: &PreviewName,
+        arrived: tokio::time::Instant,
+    ) -> Option<Arc<Upstream>> {
+        // As long as for an offline preview, within the window.
+        let deadline = self
+            .agents_returning_until?
+            .min(arrived + self.waits.reconnect);
+        loop {
+            let woken = self.routes.added().notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            match self.routes.lookup(name) {
+                Lookup::Live(upstream) if !upstream.agent_gone() => return Some(upstream),
+                Lookup::Live(_) | Lookup::Offline => {
+                    return Box::pin(self.back_online(name, arrived)).await;
+                }
+                Lookup::Unknown => {}
             }
             if tokio::time::timeout_at(deadline, woken).await.is_err() {
                 return None;
@@ -226,7 +351,9 @@ impl Proxy {
         mut req: Request<Incoming>,
         visitor: &Visitor,
         drain: &DrainGuard,
-    ) -> Result<Response<Body>, EdgeError> {
+        traced: &mut Traced,
+        name_wanted: bool,
+    ) -> Result<Response<Answer>, EdgeError> {
         let arrived = tokio::time::Instant::now();
         if let Err(refused) = self.limits.check(&req) {
             if req.version() == Version::HTTP_2 && !req.body().is_end_stream() {
@@ -234,10 +361,16 @@ impl Proxy {
             }
             return Err(refused);
         }
+        if let Some(id) = &traced.set_id {
+            request_log::set(&mut req, id);
+        }
         let (name, host, upstream) = match self.route(&req, visitor, arrived).await? {
             Routed::To(name, host, upstream) => (name, host, upstream),
             Routed::Answered(response) => return Ok(*response),
         };
+        if name_wanted {
+            traced.preview = Some(name.to_string());
+        }
 
         let upgrade = requested_upgrade(&req);
         let visitor_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut req));
@@ -251,6 +384,7 @@ impl Proxy {
         let (mut parts, incoming) = req.into_parts();
         let (mut body, mut body_watch) =
             RequestBody::new(incoming, self.limits.max_body_bytes, upstream.bandwidth());
+        traced.upload = Some(body_watch.clone());
         let rules = self.body_rules();
         let limit = rules.stall;
         let expects = parts.headers.contains_key(header::EXPECT);
@@ -314,6 +448,7 @@ impl Proxy {
             visitor,
             bandwidth: upstream.bandwidth(),
             drain: drain.clone(),
+            counts: self.counts.clone(),
         });
         self.respond(&name, response, waiting, upgrade)
     }
@@ -335,14 +470,14 @@ impl Proxy {
             Ok(Target::Preview(name, host)) => (name, host),
             _ if req.uri().path() == health::PATH => {
                 return Ok(Routed::Answered(Box::new(
-                    self.health.response().map(Either::Right),
+                    self.own.health.response().map(Either::Right),
                 )));
             }
             Ok(Target::OurDomain | Target::NoHost) => return Err(EdgeError::NotAPreview),
             Err(HostError::Bad(why)) => return Err(EdgeError::BadHost(why)),
             Err(HostError::Misdirected(why)) => return Err(EdgeError::Misdirected(why)),
         };
-        if let (Scheme::Http, Some(template)) = (visitor.scheme, &self.redirect_to) {
+        if let (Scheme::Http, Some(template)) = (visitor.scheme, &self.own.redirect_to) {
             let redirect = redirect_to_https(template, &name, req.uri());
             return Ok(Routed::Answered(Box::new(redirect.map(Either::Right))));
         }
@@ -362,6 +497,16 @@ impl Proxy {
                 }
                 None => return Err(EdgeError::AgentOffline(name)),
             },
+            Lookup::Unknown
+                if self
+                    .agents_returning_until
+                    .is_some_and(|until| arrived < until) =>
+            {
+                match Box::pin(self.first_claimed(&name, arrived)).await {
+                    Some(upstream) => upstream,
+                    None => return Err(EdgeError::UnknownName(name)),
+                }
+            }
             Lookup::Unknown => return Err(EdgeError::UnknownName(name)),
         };
         Ok(Routed::To(name, host, upstream))
@@ -376,7 +521,7 @@ impl Proxy {
         mut response: Response<Incoming>,
         mut waiting: Waiting,
         upgrade: Option<Upgrade>,
-    ) -> Result<Response<Body>, EdgeError> {
+    ) -> Result<Response<Answer>, EdgeError> {
         // The origin's HTTP version is its own; the visitor's connection has
         // its own version, which hyper writes.
         *response.version_mut() = Version::default();
@@ -394,12 +539,7 @@ impl Proxy {
             // The connection is the upgrade's now, never the pool's.
             waiting.leave_connection();
             let origin_upgrade = hyper::upgrade::on(&mut response);
-            tokio::spawn(splice_upgraded(
-                upgrade.visitor,
-                origin_upgrade,
-                upgrade.bandwidth,
-                upgrade.drain,
-            ));
+            tokio::spawn(splice_upgraded(origin_upgrade, upgrade));
             let h = response.headers_mut();
             h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
             h.insert(header::UPGRADE, protocol);
@@ -413,7 +553,7 @@ enum Routed {
     /// To a preview: its name, the host the request named, its upstream.
     To(PreviewName, String, Arc<Upstream>),
     /// Nowhere: the edge answers it.
-    Answered(Box<Response<Body>>),
+    Answered(Box<Response<Answer>>),
 }
 
 /// A visitor's request asking to switch protocols, as the proxy keeps it
@@ -423,6 +563,8 @@ struct Upgrade {
     /// The account's bandwidth bucket, for the spliced bytes.
     bandwidth: Option<Arc<Bandwidth>>,
     drain: DrainGuard,
+    /// Where the spliced bytes are counted.
+    counts: Counts,
 }
 
 /// 308 to the same path and query on the preview's HTTPS URL: a POST
@@ -503,12 +645,13 @@ fn malformed_response(err: &hyper::Error) -> Option<String> {
 /// either side cuts the other off too (a reset, not a clean end). Both
 /// ways go through the account's bandwidth bucket, when capped.
 /// A shutdown waits for it (up to the grace period) through `_drain`.
-async fn splice_upgraded(
-    visitor: hyper::upgrade::OnUpgrade,
-    origin: hyper::upgrade::OnUpgrade,
-    bandwidth: Option<Arc<Bandwidth>>,
-    _drain: DrainGuard,
-) {
+async fn splice_upgraded(origin: hyper::upgrade::OnUpgrade, upgrade: Upgrade) {
+    let Upgrade {
+        visitor,
+        bandwidth,
+        drain: _drain,
+        counts,
+    } = upgrade;
     let (visitor, origin) = match tokio::try_join!(visitor, origin) {
         Ok(pair) => pair,
         Err(err) => {
@@ -533,8 +676,12 @@ async fn splice_upgraded(
             return;
         }
     }
-    if let Err(err) = tokio::io::copy_bidirectional(&mut visitor, &mut tunnel).await {
-        debug!(%err, "upgraded connection cut off");
-        tunnel.get_mut().abort();
+    let early = early.iter().map(|e| e.len() as u64).sum::<u64>();
+    match tokio::io::copy_bidirectional(&mut visitor, &mut tunnel).await {
+        Ok((received, sent)) => counts.moved(received, sent + early),
+        Err(err) => {
+            debug!(%err, "upgraded connection cut off");
+            tunnel.get_mut().abort();
+        }
     }
 }

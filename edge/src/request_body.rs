@@ -66,9 +66,15 @@ pub enum BodyOutcome {
 }
 
 /// Watches a [`RequestBody`] from outside.
+#[derive(Clone)]
 pub struct BodyWatch(watch::Receiver<Progress>);
 
 impl BodyWatch {
+    /// Body bytes received from the visitor so far.
+    pub fn bytes(&self) -> u64 {
+        self.0.borrow().bytes
+    }
+
     /// Whether reading the visitor's body failed (it broke off, or its
     /// framing was malformed).
     pub fn failed(&self) -> bool {

@@ -39,6 +39,8 @@ pub struct RouteTable<T> {
     next_id: AtomicU64,
     lease: Duration,
     max_per_account: usize,
+    /// Woken by every name that enters the table (see [`Self::added`]).
+    added: Notify,
 }
 
 enum Entry<T> {
@@ -92,7 +94,16 @@ impl<T: Clone> RouteTable<T> {
             next_id: AtomicU64::new(1),
             lease,
             max_per_account,
+            added: Notify::new(),
         }
+    }
+
+    /// What wakes when a name the table had no entry for is claimed: a
+    /// request for a name unknown so far waits on it (an edge that just
+    /// started, before its agents are back). Enable the `notified()` future
+    /// before [`Self::lookup`].
+    pub fn added(&self) -> &Notify {
+        &self.added
     }
 
     /// Binds `name` (a fresh random one when `None`) to `account`, with the
@@ -123,9 +134,9 @@ impl<T: Clone> RouteTable<T> {
         if !was_live {
             self.count_live(account)?;
         }
-        let changed = match &entry {
-            MapEntry::Occupied(o) => o.get().changed().clone(),
-            MapEntry::Vacant(_) => Arc::new(Notify::new()),
+        let (changed, added) = match &entry {
+            MapEntry::Occupied(o) => (o.get().changed().clone(), false),
+            MapEntry::Vacant(_) => (Arc::new(Notify::new()), true),
         };
         let live = Entry::Live {
             account: account.clone(),
@@ -142,6 +153,9 @@ impl<T: Clone> RouteTable<T> {
             }
         }
         changed.notify_waiters();
+        if added {
+            self.added.notify_waiters();
+        }
         Ok((name, id))
     }
 

@@ -32,6 +32,10 @@ pub struct Settings {
     /// Keys QUIC stateless resets: kept across restarts, so agents of a
     /// crashed edge learn at once that their connection is gone.
     pub reset_key: [u8; 32],
+    /// Whether an edge ran on this state before: its agents may be
+    /// reconnecting, and for `reconnect_wait_secs` a request for a name not
+    /// claimed yet waits for it rather than answering "no such preview".
+    pub restarted: bool,
 }
 
 /// Where the edge's certificate comes from.
@@ -213,6 +217,8 @@ pub struct Bound {
     pub http: Option<SocketAddr>,
     pub quic: SocketAddr,
     pub dns: Option<SocketAddr>,
+    /// The admin listener, once [`crate::Edge::bind_admin`] bound it.
+    pub admin: Option<SocketAddr>,
     pub url_template: String,
 }
 
@@ -260,11 +266,7 @@ pub const DURATION_BOUNDS: &[Bounded] = &[
     ),
 ];
 
-/// What is wrong with `key = value` if it is not within `min..=max`.
-pub(crate) fn out_of_range(key: &str, value: u64, min: u64, max: u64) -> Option<String> {
-    (!(min..=max).contains(&value))
-        .then(|| format!("{key} must be from {min} to {max}, got {value}"))
-}
+pub(crate) use calvin_common::config_check::out_of_range;
 
 /// A duration's key in `[limits]`, its value, and its least and most.
 pub type Bounded = (&'static str, fn(&Limits) -> u64, u64, u64);

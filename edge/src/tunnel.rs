@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::accounts::{AccountId, Accounts};
+use crate::metrics::{Counts, HandshakeFailure};
 use crate::route_table::{ClaimError, RouteId, RouteTable};
 use crate::upstream::{AgentLink, Upstream, UpstreamSettings};
 
@@ -38,6 +39,38 @@ pub(crate) struct AgentHub {
     pub guesses: crate::guesses::Guesses,
     /// Agents welcomed and not yet gone (for the health report).
     pub connected: Arc<std::sync::atomic::AtomicUsize>,
+    /// Their connections, by QUIC's stable id (for the metrics' paths).
+    pub connections: dashmap::DashMap<usize, quinn::Connection>,
+    /// Packets lost by agents' connections that have ended.
+    pub lost_packets_ended: std::sync::atomic::AtomicU64,
+    pub counts: Counts,
+}
+
+impl AgentHub {
+    /// The open connections' RTTs, and the packets lost by every agent
+    /// connection, open or ended.
+    pub fn paths(&self) -> (Vec<Duration>, u64) {
+        let mut lost = self
+            .lost_packets_ended
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let rtts = self
+            .connections
+            .iter()
+            .map(|conn| {
+                lost += conn.stats().path.lost_packets;
+                conn.rtt()
+            })
+            .collect();
+        (rtts, lost)
+    }
+
+    /// Requests under way to origins, over every account.
+    pub fn open_streams(&self) -> u64 {
+        self.account_streams
+            .iter()
+            .map(|n| n.load(std::sync::atomic::Ordering::Relaxed) as u64)
+            .sum()
+    }
 }
 
 /// Accepts agents until `stop` turns true. Connections already made stay
@@ -70,14 +103,24 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
     } else {
         incoming.accept()
     };
+    let failed = |why| hub.counts.handshake_failed(why);
     let connecting = match connecting {
         Ok(connecting) => connecting,
-        Err(err) => return debug!(%err, "handshake failed"),
+        Err(err) => {
+            failed(HandshakeFailure::QuicError);
+            return debug!(%err, "handshake failed");
+        }
     };
     let conn = match tokio::time::timeout(hub.hello_timeout, connecting).await {
         Ok(Ok(conn)) => conn,
-        Ok(Err(err)) => return debug!(%err, "handshake failed"),
-        Err(_) => return debug!("handshake timed out"),
+        Ok(Err(err)) => {
+            failed(HandshakeFailure::QuicError);
+            return debug!(%err, "handshake failed");
+        }
+        Err(_) => {
+            failed(HandshakeFailure::AgentTimeout);
+            return debug!("handshake timed out");
+        }
     };
     let hello = tokio::time::timeout(hub.hello_timeout, async {
         let (send, mut recv) = conn.accept_bi().await.ok()?;
@@ -88,11 +131,16 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
     let (mut send, mut recv, hello) = match hello {
         Ok(Some((send, recv, Ok(Some(AgentMessage::Hello(hello)))))) => (send, recv, hello),
         Ok(Some((mut send, _, _))) => {
+            failed(HandshakeFailure::AgentProtocol);
             let why = Failure::new(ErrorCode::Protocol, "the first message must be a hello");
             return refuse(&conn, &mut send, why).await;
         }
-        Ok(None) => return debug!("connection ended before its hello"),
+        Ok(None) => {
+            failed(HandshakeFailure::AgentProtocol);
+            return debug!("connection ended before its hello");
+        }
         Err(_) => {
+            failed(HandshakeFailure::AgentTimeout);
             conn.close(close_code::PROTOCOL.into(), b"no hello in time");
             return debug!("no hello in time");
         }
@@ -100,6 +148,11 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
     let account = match authorize(&hub, conn.remote_address().ip(), &hello) {
         Ok(account) => account,
         Err(why) => {
+            failed(match why.code {
+                ErrorCode::UnsupportedVersion => HandshakeFailure::AgentVersion,
+                ErrorCode::TooManyAttempts => HandshakeFailure::AgentGuessing,
+                _ => HandshakeFailure::AgentBadToken,
+            });
             warn!(reason = %why, "agent refused");
             return refuse(&conn, &mut send, why).await;
         }
@@ -132,6 +185,10 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
         .hub
         .connected
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    session
+        .hub
+        .connections
+        .insert(session.conn.stable_id(), session.conn.clone());
     info!(
         account = %session.account,
         restored = welcome.restored.len(),
@@ -331,6 +388,11 @@ impl Session {
         self.hub
             .connected
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        self.hub.connections.remove(&self.conn.stable_id());
+        self.hub.lost_packets_ended.fetch_add(
+            self.conn.stats().path.lost_packets,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         info!(account = %self.account, previews = self.held.len(), "agent disconnected");
     }
 }

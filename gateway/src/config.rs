@@ -9,25 +9,25 @@
 //! # bot_token = "xoxb-..."                 # or the environment's SLACK_BOT_TOKEN
 //! # app_token = "xapp-..."                 # or SLACK_APP_TOKEN: Socket Mode (`serve` only)
 //! # socket_connections = 2                 # Socket Mode WebSockets held open (1..10)
-//! # reconnect_secs = 5                     # wait between failed Socket Mode connects
+//! # reconnect_secs = 5                     # wait between failed Socket Mode connects (1..300)
 //! # user_token = "xoxp-..."                # or SLACK_USER_TOKEN: search_messages (search:read)
 //!
 //! [permissions]                    # permission_prompt and send_dm's first DM
 //! allow_users = []                 # Slack user ids whose reactions decide, besides the session's owner
-//! timeout_secs = 120               # no decision by then: denied
-//! decision_timeout_secs = 3600     # a plan or a question (the decision bridge)
+//! timeout_secs = 120               # no decision by then: denied (1..86400)
+//! decision_timeout_secs = 3600     # a plan or a question (the decision bridge; 1..86400)
 //!
 //! [daemon]                         # `mcp`: the `serve` daemon that receives Slack's events
 //! # url = "http://127.0.0.1:8765"
-//! # token_file = "~/.local/state/calvin/gateway.token"   # or CALVIN_DAEMON_TOKEN
+//! # token_file = "/home/me/.local/state/calvin/gateway.token"   # default: the daemon's; or CALVIN_DAEMON_TOKEN
 //!
 //! [uploads]
 //! enabled = true                   # false: send_file refuses, and says so
-//! max_bytes = 104857600            # 100 MiB
+//! max_bytes = 104857600            # 100 MiB, the most
 //!
 //! [secrets]
 //! store_dir = "/var/lib/calvin-gateway/secrets"   # key: the environment's SP_STORE_KEY
-//! # runtime_dir = "$XDG_RUNTIME_DIR/calvin/sessions"   # the sessions' env files (BASH_ENV); else ~/.local/state/calvin/sessions
+//! # runtime_dir = "/run/user/1000/calvin/sessions"   # the sessions' env files (BASH_ENV); default $XDG_RUNTIME_DIR/calvin/sessions, else ~/.local/state/calvin/sessions
 //!
 //! [spawn]
 //! code_channels = []               # spawn_thread from these posts into the owner's DM
@@ -37,12 +37,12 @@
 //! # launcher gets MCP_TOOL_TIMEOUT = (decision_timeout_secs + 60) * 1000 to start it with, unless
 //! # env names MCP_TOOL_TIMEOUT and the gateway's environment has it (that value goes instead).
 //! command = ["start-session", "--channel", "{channel}", "--thread-ts", "{thread_ts}"]
-//! timeout_secs = 30
+//! timeout_secs = 30                # 1..600
 //! env = []                         # variables passed besides PATH, HOME, LANG, ... (never SP_STORE_KEY unless named)
 //!
 //! [workspace]                      # checkout_repo's definition
 //! # file = "workspace.toml"        # [[repos]] entries; or inline:
-//! # cache_dir = "~/.local/state/calvin/repos"
+//! # cache_dir = "repos"           # relative to this file's folder; default ~/.local/state/calvin/repos
 //! # [[workspace.repos]]
 //! # name = "web"
 //! # url = "https://github.com/acme/web.git"
@@ -51,13 +51,19 @@
 //! [serve]                          # calvin-gateway serve
 //! listen = "127.0.0.1:8765"        # loopback only
 //! allowed_origins = []             # browser origins allowed besides loopback ones
-//! # token_file = "~/.local/state/calvin/gateway.token"   # registering a session needs it; made (0600) if missing
+//! # token_file = "/home/me/.local/state/calvin/gateway.token"   # registering a session needs it; made (0600) if missing; default ~/.local/state/calvin/gateway.token
+//! # metrics = "127.0.0.1:9181"     # GET /metrics for Prometheus (see `metrics`); "" or absent: none
 //! ```
+//!
+//! Paths are full paths (`~` and `$VARIABLES` are not expanded), but for
+//! `[workspace]`'s, which start in this file's folder. `calvin-gateway
+//! check-config` names every problem ([`crate::check_config`]).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use calvin_common::config_check::out_of_range;
+use serde::{Deserialize, Deserializer};
 
 use crate::workspace::WorkspaceConfig;
 
@@ -261,6 +267,10 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     pub allowed_origins: Vec<String>,
     pub token_file: Option<PathBuf>,
+    /// Where `GET /metrics` is served ([`crate::metrics`]); `""`, or no
+    /// key, serves none.
+    #[serde(deserialize_with = "optional_addr")]
+    pub metrics: Option<SocketAddr>,
 }
 
 impl Default for ServeConfig {
@@ -269,8 +279,22 @@ impl Default for ServeConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8765)),
             allowed_origins: vec![],
             token_file: None,
+            metrics: None,
         }
     }
+}
+
+/// An address, or `""` for none.
+fn optional_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    let s = String::deserialize(d)?;
+    if s.is_empty() {
+        return Ok(None);
+    }
+    s.parse().map(Some).map_err(|_| {
+        serde::de::Error::custom(format!(
+            "{s:?} is not an address: IP:PORT (\"127.0.0.1:9181\", \"[::1]:9181\"), or \"\" for none"
+        ))
+    })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -285,36 +309,49 @@ pub enum ConfigError {
         path: PathBuf,
         source: toml::de::Error,
     },
-    #[error("mode = \"hosted\" needs agent_socket: the calvin agent's control socket")]
-    NoAgentSocket,
-    #[error("[uploads] max_bytes must be from 1 to {DEFAULT_MAX_UPLOAD} (100 MiB), got {0}")]
-    MaxBytes(u64),
+    /// Every problem [`GatewayConfig::problems`] found, a line each.
+    #[error("{}", list(path, problems))]
+    Invalid {
+        path: PathBuf,
+        problems: Vec<(String, String)>,
+    },
     #[error("no Slack bot token: set [slack] bot_token or SLACK_BOT_TOKEN")]
     NoToken,
-    #[error("[serve] listen = {0}: the gateway daemon listens on loopback only")]
-    NotLoopback(SocketAddr),
     #[error("the registration token {path}: {source}")]
     TokenFile {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("[slack] socket_connections must be from 1 to 10, got {0}")]
-    SocketConnections(u32),
-    #[error("[launcher] command: {0}")]
-    Launcher(String),
-    #[error("[spawn] code_channels: {0:?} is not a Slack channel id (C…, G…)")]
-    CodeChannel(String),
-    #[error("[daemon] url = {0:?}: the daemon is reached over plain http on loopback only")]
+    #[error("[daemon] url = {0}")]
     DaemonUrl(String),
     #[error("no token for the daemon at {url}: {reason}")]
     DaemonToken { url: String, reason: String },
-    #[error("[workspace]: {0}")]
-    Workspace(String),
-    #[error("[permissions] {0}")]
-    Permissions(String),
 }
 
+/// `FILE: key: message`, a line each.
+fn list(path: &Path, problems: &[(String, String)]) -> String {
+    problems
+        .iter()
+        .map(|(key, message)| format!("{}: {key}: {message}", path.display()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The longest wait between failed Socket Mode connects: 5 minutes.
+pub const MAX_RECONNECT_SECS: u64 = 300;
+/// The longest spawn_thread waits for its launcher: 10 minutes.
+pub const MAX_LAUNCH_SECS: u64 = 600;
+/// Slack's most Socket Mode connections for an app.
+pub const MAX_SOCKET_CONNECTIONS: u64 = 10;
+
+/// A bounded value's dotted key in gateway.toml, its value, and its least
+/// and most.
+pub type Bounded = (&'static str, u64, u64, u64);
+
 impl GatewayConfig {
+    /// The configuration at `path`, refused with every problem
+    /// [`problems`](Self::problems) finds (serde's first error alone: see
+    /// `check_config` for every one, and the files it names).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.to_owned(),
@@ -325,63 +362,129 @@ impl GatewayConfig {
                 path: path.to_owned(),
                 source,
             })?;
-        config.dir = std::path::absolute(path)
-            .ok()
-            .and_then(|p| p.parent().map(Path::to_owned))
-            .unwrap_or_default();
-        config.check()?;
+        config.dir = Self::dir_of(path);
+        let problems = config.problems();
+        if !problems.is_empty() {
+            return Err(ConfigError::Invalid {
+                path: path.to_owned(),
+                problems,
+            });
+        }
         Ok(config)
     }
 
-    fn check(&self) -> Result<(), ConfigError> {
-        if self.mode == Mode::Hosted && self.agent_socket.is_none() {
-            return Err(ConfigError::NoAgentSocket);
-        }
-        if !(1..=DEFAULT_MAX_UPLOAD).contains(&self.uploads.max_bytes) {
-            return Err(ConfigError::MaxBytes(self.uploads.max_bytes));
-        }
-        if !self.serve.listen.ip().is_loopback() {
-            return Err(ConfigError::NotLoopback(self.serve.listen));
-        }
-        if !(1..=10).contains(&self.slack.socket_connections) {
-            return Err(ConfigError::SocketConnections(
-                self.slack.socket_connections,
-            ));
-        }
-        check_launcher(&self.launcher.command).map_err(ConfigError::Launcher)?;
-        if let Some(bad) = self
-            .spawn
-            .code_channels
-            .iter()
-            .find(|c| crate::permalink::ChannelId::parse(c).is_err())
-        {
-            return Err(ConfigError::CodeChannel(bad.clone()));
-        }
-        if let Some(url) = &self.daemon.url {
-            daemon_url(url)?;
-        }
-        self.check_permissions().map_err(ConfigError::Permissions)?;
-        Ok(())
+    /// The folder of gateway.toml at `path`: relative paths in it start
+    /// there.
+    pub fn dir_of(path: &Path) -> PathBuf {
+        std::path::absolute(path)
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_owned))
+            .unwrap_or_default()
     }
 
-    fn check_permissions(&self) -> Result<(), String> {
-        let p = &self.permissions;
-        if let Some(bad) = p.allow_users.iter().find(|u| !is_user_id(u)) {
-            return Err(format!(
-                "allow_users: {bad:?} is not a Slack user id (U… or W…)"
-            ));
+    /// Every bounded value: the durations, the connections, the upload
+    /// size.
+    pub fn bounds(&self) -> [Bounded; 6] {
+        [
+            (
+                "slack.socket_connections",
+                self.slack.socket_connections.into(),
+                1,
+                MAX_SOCKET_CONNECTIONS,
+            ),
+            (
+                "slack.reconnect_secs",
+                self.slack.reconnect_secs,
+                1,
+                MAX_RECONNECT_SECS,
+            ),
+            (
+                "permissions.timeout_secs",
+                self.permissions.timeout_secs,
+                1,
+                MAX_DECISION_SECS,
+            ),
+            (
+                "permissions.decision_timeout_secs",
+                self.permissions.decision_timeout_secs,
+                1,
+                MAX_DECISION_SECS,
+            ),
+            (
+                "launcher.timeout_secs",
+                self.launcher.timeout_secs,
+                1,
+                MAX_LAUNCH_SECS,
+            ),
+            (
+                "uploads.max_bytes",
+                self.uploads.max_bytes,
+                1,
+                DEFAULT_MAX_UPLOAD,
+            ),
+        ]
+    }
+
+    /// Every value that would break the gateway: its dotted key and what is
+    /// wrong with it. (The files it names are `check_config`'s.)
+    pub fn problems(&self) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
+        let mut add = |key: String, message: String| problems.push((key, message));
+        if self.mode == Mode::Hosted && self.agent_socket.is_none() {
+            add(
+                "mode".into(),
+                "mode = \"hosted\" needs agent_socket: the calvin agent's control socket".into(),
+            );
         }
-        for (key, secs) in [
-            ("timeout_secs", p.timeout_secs),
-            ("decision_timeout_secs", p.decision_timeout_secs),
-        ] {
-            if !(1..=MAX_DECISION_SECS).contains(&secs) {
-                return Err(format!(
-                    "{key} must be from 1 to {MAX_DECISION_SECS} (a day), got {secs}"
-                ));
+        for (key, value, min, max) in self.bounds() {
+            let name = key.rsplit('.').next().unwrap_or(key);
+            if let Some(problem) = out_of_range(name, value, min, max) {
+                add(key.into(), problem);
             }
         }
-        Ok(())
+        if !self.serve.listen.ip().is_loopback() {
+            add(
+                "serve.listen".into(),
+                format!(
+                    "{}: the gateway daemon listens on loopback only",
+                    self.serve.listen
+                ),
+            );
+        }
+        if let Some(metrics) = self.serve.metrics
+            && metrics == self.serve.listen
+            && metrics.port() != 0
+        {
+            add(
+                "serve.metrics".into(),
+                format!("{metrics} is serve.listen's address: give /metrics a port of its own"),
+            );
+        }
+        if let Err(e) = check_launcher(&self.launcher.command) {
+            add("launcher.command".into(), e);
+        }
+        for (i, channel) in self.spawn.code_channels.iter().enumerate() {
+            if crate::permalink::ChannelId::parse(channel).is_err() {
+                add(
+                    format!("spawn.code_channels[{i}]"),
+                    format!("{channel:?} is not a Slack channel id (C…, G…)"),
+                );
+            }
+        }
+        if let Some(url) = &self.daemon.url
+            && let Err(e) = daemon_url(url)
+        {
+            add("daemon.url".into(), e);
+        }
+        for (i, user) in self.permissions.allow_users.iter().enumerate() {
+            if !is_user_id(user) {
+                add(
+                    format!("permissions.allow_users[{i}]"),
+                    format!("{user:?} is not a Slack user id (U… or W…)"),
+                );
+            }
+        }
+        problems
     }
 
     /// The user token for search: from the file, else `SLACK_USER_TOKEN`.
@@ -393,8 +496,9 @@ impl GatewayConfig {
             .filter(|t| !t.trim().is_empty())
     }
 
-    /// The default registration token file of the daemon.
-    fn token_path(&self) -> PathBuf {
+    /// The daemon's registration token file: `[serve] token_file`, else
+    /// `~/.local/state/calvin/gateway.token`.
+    pub fn token_path(&self) -> PathBuf {
         self.serve.token_file.clone().unwrap_or_else(|| {
             state_dir()
                 .unwrap_or_else(std::env::temp_dir)
@@ -410,7 +514,7 @@ impl GatewayConfig {
         let Some(url) = &self.daemon.url else {
             return Ok(None);
         };
-        let url = daemon_url(url)?;
+        let url = daemon_url(url).map_err(ConfigError::DaemonUrl)?;
         if let Ok(token) = std::env::var("CALVIN_DAEMON_TOKEN")
             && !token.trim().is_empty()
         {
@@ -569,8 +673,8 @@ pub fn pieces(arg: &str) -> Result<Vec<Piece<'_>>, String> {
 
 /// `[daemon] url`: plain http to a loopback address, without a trailing
 /// slash.
-fn daemon_url(url: &str) -> Result<String, ConfigError> {
-    let bad = || ConfigError::DaemonUrl(url.to_owned());
+fn daemon_url(url: &str) -> Result<String, String> {
+    let bad = || format!("{url:?}: the daemon is reached over plain http on loopback only");
     let uri: http::Uri = url.parse().map_err(|_| bad())?;
     let host = uri.host().ok_or_else(bad)?;
     if uri.scheme_str() != Some("http") || !crate::slack::is_loopback(host) {
@@ -596,38 +700,131 @@ mod tests {
         assert!(err.to_string().contains("unknown field `agent`"), "{err}");
     }
 
+    /// Every problem of `text`, `key: message` a line each.
+    fn check(text: &str) -> Result<(), String> {
+        let c: GatewayConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        let problems = c.problems();
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(problems
+            .iter()
+            .map(|(key, message)| format!("{key}: {message}"))
+            .collect::<Vec<_>>()
+            .join("\n"))
+    }
+
     #[test]
-    fn hosted_needs_the_agent_and_uploads_are_capped() {
-        let c: GatewayConfig = toml::from_str("mode = \"hosted\"").unwrap();
-        assert!(matches!(c.check(), Err(ConfigError::NoAgentSocket)));
-        let at = format!("mode = \"one-machine\"\n[uploads]\nmax_bytes = {DEFAULT_MAX_UPLOAD}");
-        assert!(
-            toml::from_str::<GatewayConfig>(&at)
-                .unwrap()
-                .check()
-                .is_ok()
-        );
-        let past = format!(
-            "mode = \"one-machine\"\n[uploads]\nmax_bytes = {}",
-            DEFAULT_MAX_UPLOAD + 1
-        );
-        let err = toml::from_str::<GatewayConfig>(&past)
-            .unwrap()
-            .check()
-            .unwrap_err();
+    fn hosted_needs_the_agent() {
         assert_eq!(
-            err.to_string(),
-            "[uploads] max_bytes must be from 1 to 104857600 (100 MiB), got 104857601"
+            check("mode = \"hosted\"").unwrap_err(),
+            "mode: mode = \"hosted\" needs agent_socket: the calvin agent's control socket"
+        );
+        assert!(check("mode = \"hosted\"\nagent_socket = \"/run/a.sock\"").is_ok());
+    }
+
+    /// Each bounded value passes at its bounds and is refused one past
+    /// either.
+    #[test]
+    fn every_bounded_value_is_refused_one_past_its_bounds() {
+        let c: GatewayConfig = toml::from_str("mode = \"one-machine\"").unwrap();
+        let named: Vec<_> = c.bounds().iter().map(|b| b.0).collect();
+        assert_eq!(
+            named,
+            [
+                "slack.socket_connections",
+                "slack.reconnect_secs",
+                "permissions.timeout_secs",
+                "permissions.decision_timeout_secs",
+                "launcher.timeout_secs",
+                "uploads.max_bytes"
+            ]
+        );
+        for (key, _, min, max) in c.bounds() {
+            let (table, name) = key.split_once('.').unwrap();
+            let with = |value: u64| {
+                check(&format!(
+                    "mode = \"one-machine\"\n[{table}]\n{name} = {value}"
+                ))
+            };
+            assert_eq!(with(min), Ok(()), "{key} = {min}");
+            assert_eq!(with(max), Ok(()), "{key} = {max}");
+            for past in [min - 1, max + 1] {
+                assert_eq!(
+                    with(past),
+                    Err(format!(
+                        "{key}: {name} must be from {min} to {max}, got {past}"
+                    ))
+                );
+            }
+        }
+        assert_eq!(
+            check(&format!(
+                "mode = \"one-machine\"\n[uploads]\nmax_bytes = {}",
+                DEFAULT_MAX_UPLOAD + 1
+            ))
+            .unwrap_err(),
+            "uploads.max_bytes: max_bytes must be from 1 to 104857600, got 104857601"
+        );
+    }
+
+    /// `load` names every problem, not the first.
+    #[test]
+    fn load_names_every_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.toml");
+        std::fs::write(
+            &path,
+            "mode = \"hosted\"\n[slack]\nreconnect_secs = 0\n[serve]\nlisten = \"0.0.0.0:1\"\n",
+        )
+        .unwrap();
+        let err = GatewayConfig::load(&path).unwrap_err().to_string();
+        let at = path.display();
+        assert_eq!(
+            err,
+            format!(
+                "{at}: mode: mode = \"hosted\" needs agent_socket: the calvin agent's control \
+                 socket\n{at}: slack.reconnect_secs: reconnect_secs must be from 1 to 300, got \
+                 0\n{at}: serve.listen: 0.0.0.0:1: the gateway daemon listens on loopback only"
+            )
+        );
+    }
+
+    #[test]
+    fn metrics_are_served_on_an_address_of_their_own_or_not_at_all() {
+        let read = |line: &str| -> Result<GatewayConfig, String> {
+            toml::from_str(&format!("mode = \"one-machine\"\n[serve]\n{line}"))
+                .map_err(|e| e.message().to_owned())
+        };
+        assert_eq!(read("").unwrap().serve.metrics, None);
+        assert_eq!(read("metrics = \"\"").unwrap().serve.metrics, None);
+        assert_eq!(
+            read("metrics = \"127.0.0.1:9181\"").unwrap().serve.metrics,
+            Some(SocketAddr::from(([127, 0, 0, 1], 9181)))
+        );
+        assert_eq!(
+            read("metrics = \"localhost:9181\"").unwrap_err(),
+            "\"localhost:9181\" is not an address: IP:PORT (\"127.0.0.1:9181\", \"[::1]:9181\"), \
+             or \"\" for none"
+        );
+        assert_eq!(
+            check("mode = \"one-machine\"\n[serve]\nlisten = \"127.0.0.1:8765\"\nmetrics = \"127.0.0.1:8765\"")
+                .unwrap_err(),
+            "serve.metrics: 127.0.0.1:8765 is serve.listen's address: give /metrics a port of its own"
+        );
+        assert_eq!(
+            check(
+                "mode = \"one-machine\"\n[serve]\nlisten = \"127.0.0.1:0\"\nmetrics = \"127.0.0.1:0\""
+            ),
+            Ok(())
         );
     }
 
     #[test]
     fn the_daemon_stays_on_loopback_and_keeps_its_token() {
-        let c: GatewayConfig =
-            toml::from_str("mode = \"one-machine\"\n[serve]\nlisten = \"0.0.0.0:8765\"").unwrap();
         assert_eq!(
-            c.check().unwrap_err().to_string(),
-            "[serve] listen = 0.0.0.0:8765: the gateway daemon listens on loopback only"
+            check("mode = \"one-machine\"\n[serve]\nlisten = \"0.0.0.0:8765\"").unwrap_err(),
+            "serve.listen: 0.0.0.0:8765: the gateway daemon listens on loopback only"
         );
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("t/gateway.token");
@@ -635,8 +832,8 @@ mod tests {
             "mode = \"one-machine\"\n[serve]\nlisten = \"[::1]:1\"\ntoken_file = \"{}\"",
             file.display()
         );
+        assert_eq!(check(&text), Ok(()));
         let c: GatewayConfig = toml::from_str(&text).unwrap();
-        c.check().unwrap();
         let (path, token) = c.registration_token().unwrap();
         assert_eq!(path, file);
         assert_eq!(token.len(), 64);
@@ -650,26 +847,6 @@ mod tests {
         );
     }
 
-    fn check(text: &str) -> Result<(), String> {
-        let c: GatewayConfig = toml::from_str(text).map_err(|e| e.to_string())?;
-        c.check().map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn socket_mode_connections_are_1_to_10() {
-        let with = |n: u32| {
-            check(&format!(
-                "mode = \"self-hosted\"\n[slack]\nsocket_connections = {n}"
-            ))
-        };
-        assert!(with(1).is_ok() && with(10).is_ok());
-        assert_eq!(
-            with(11).unwrap_err(),
-            "[slack] socket_connections must be from 1 to 10, got 11"
-        );
-        assert!(with(0).is_err());
-    }
-
     #[test]
     fn permissions_wait_1_s_to_a_day_and_name_user_ids() {
         let with = |key: &str, secs: u64| {
@@ -681,7 +858,7 @@ mod tests {
             assert!(with(key, 1).is_ok() && with(key, 86_400).is_ok(), "{key}");
             assert_eq!(
                 with(key, 86_401).unwrap_err(),
-                format!("[permissions] {key} must be from 1 to 86400 (a day), got 86401")
+                format!("permissions.{key}: {key} must be from 1 to 86400, got 86401")
             );
             assert!(with(key, 0).is_err(), "{key}");
         }
@@ -700,8 +877,9 @@ mod tests {
         };
         assert!(users("[\"U0123ABC\", \"W0ENTERPRISE\"]").is_ok());
         assert_eq!(
-            users("[\"@ann\"]").unwrap_err(),
-            "[permissions] allow_users: \"@ann\" is not a Slack user id (U… or W…)"
+            users("[\"U0OK\", \"@ann\", \"bob\"]").unwrap_err(),
+            "permissions.allow_users[1]: \"@ann\" is not a Slack user id (U… or W…)\n\
+             permissions.allow_users[2]: \"bob\" is not a Slack user id (U… or W…)"
         );
     }
 
@@ -715,7 +893,7 @@ mod tests {
         assert!(with(r#"["run", "--c={channel}", "{thread_ts}{owner}", "{model}", "{permission_mode}", "{brief}", "{task}"]"#).is_ok());
         let err = with(r#"["run", "{session}"]"#).unwrap_err();
         assert!(
-            err.starts_with("[launcher] command: \"{session}\": unknown placeholder {session}"),
+            err.starts_with("launcher.command: \"{session}\": unknown placeholder {session}"),
             "{err}"
         );
         let err = with(r#"["run", "{channel"]"#).unwrap_err();

@@ -17,6 +17,10 @@
 //!   checkout_repo; [`secret_request`]: request_secret's button and form;
 //!   [`secrets`]: the encrypted secret store; [`session_env`]: the env file
 //!   a session's shells source.
+//! - [`config`]: gateway.toml; [`check_config`]: its every problem, with
+//!   its key and line (`check-config`, and before every start).
+//! - [`metrics`]: what the daemon counts (tool calls, Slack's answers and
+//!   rate limits, sessions, Socket Mode), on `[serve] metrics`.
 
 pub mod args;
 pub mod atomic_file;
@@ -24,6 +28,7 @@ pub mod brief;
 pub mod card;
 pub mod chat;
 pub mod chat_tools;
+pub mod check_config;
 pub mod checkout;
 pub mod child_env;
 pub mod config;
@@ -33,6 +38,7 @@ pub mod events;
 pub mod files;
 pub mod git;
 pub mod markdown_anchor;
+pub mod metrics;
 pub mod permalink;
 pub mod permission;
 pub mod process;

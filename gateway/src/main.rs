@@ -3,11 +3,14 @@
 //! Slack's Socket Mode).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use calvin_common::LogFormat;
+use calvin_gateway::check_config;
 use calvin_gateway::config::GatewayConfig;
+use calvin_gateway::metrics::Metrics;
 use calvin_gateway::process::{Assembled, Events, Process, assemble};
 use calvin_gateway::server::{self, DaemonSetup};
 use calvin_gateway::session::{Model, PermissionMode, SessionContext, check_ids, default_env_file};
@@ -23,6 +26,15 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How log lines are written (stderr): text, or json (one object per line)
+    #[arg(
+        long,
+        global = true,
+        value_name = "FORMAT",
+        default_value = "text",
+        env = "CALVIN_LOG_FORMAT"
+    )]
+    log_format: LogFormat,
 }
 
 /// A session as the flags (or the runner's environment) give it.
@@ -86,15 +98,36 @@ enum Command {
         #[command(flatten)]
         session: SessionFlags,
     },
+    /// Check a configuration file without starting: every problem, with
+    /// its key and line, and exit 1; or a one-line summary and exit 0.
+    /// The other commands run the same checks before they start.
+    CheckConfig {
+        #[arg(value_name = "FILE")]
+        config: PathBuf,
+    },
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    // stdout carries MCP over stdio: logs go to stderr. Slack's client, its
-    // WebSocket and the MCP library log payloads (a submitted secret, a
-    // tool call's arguments) below info: those targets never log below
-    // info, whatever RUST_LOG says (a second filter beside the user's,
-    // which RUST_LOG cannot loosen).
+    let cli = Cli::parse();
+    let format = cli.log_format;
+    init_tracing(format);
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            report(format, &format!("calvin-gateway: {err:#}"));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs to stderr in `format`: stdout carries MCP over stdio. Slack's
+/// client, its WebSocket and the MCP library log payloads (a submitted
+/// secret, a tool call's arguments) below info: those targets never log
+/// below info, whatever RUST_LOG says (a second filter beside the user's,
+/// which RUST_LOG cannot loosen). JSON lines carry the time, level,
+/// target, the event's fields and the spans it is in.
+fn init_tracing(format: LogFormat) {
     use tracing_subscriber::Layer;
     use tracing_subscriber::filter::FilterExt;
     use tracing_subscriber::layer::SubscriberExt;
@@ -115,20 +148,27 @@ async fn main() -> ExitCode {
             });
         !carries_payloads || *meta.level() <= tracing::Level::INFO
     });
+    let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let layer = match format {
+        LogFormat::Text => layer.with_ansi(false).boxed(),
+        LogFormat::Json => layer
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(true)
+            .boxed(),
+    };
     let _ = tracing_subscriber::registry()
-        .with(
-            tracing_subscriber::fmt::layer()
-                .with_writer(std::io::stderr)
-                .with_ansi(false)
-                .with_filter(wanted.and(capped)),
-        )
+        .with(layer.with_filter(wanted.and(capped)))
         .try_init();
-    match run(Cli::parse()).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            eprintln!("calvin-gateway: {err:#}");
-            ExitCode::FAILURE
-        }
+}
+
+/// A line for the operator on stderr: as it is, or (json) an error event,
+/// so that every line of a JSON log parses.
+fn report(format: LogFormat, line: &str) {
+    match format {
+        LogFormat::Text => eprintln!("{line}"),
+        LogFormat::Json => tracing::error!("{line}"),
     }
 }
 
@@ -148,6 +188,7 @@ async fn stop_signal() {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    let format = cli.log_format;
     match cli.command {
         Command::Mcp {
             config,
@@ -160,7 +201,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             env_file,
             send_file_socket,
         } => {
-            let config = GatewayConfig::load(&config)?;
+            let (config, _) = checked(&config, "; nothing was started", format)?;
             let session_dir = std::path::absolute(&session_dir)
                 .with_context(|| format!("session directory {}", session_dir.display()))?;
             let mut context = SessionContext {
@@ -175,24 +216,39 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             };
             context.check().map_err(anyhow::Error::msg)?;
             context.resolve_env_file(&config.runtime_dir());
-            let gateway = assemble(&config, Process::Stdio)?.gateway;
-            server::serve_stdio(gateway, context, send_file_socket).await
+            let metrics = Metrics::default();
+            let gateway = assemble(&config, Process::Stdio, &metrics)?.gateway;
+            server::serve_stdio(gateway, context, send_file_socket, metrics).await
         }
-        Command::Serve { config, listen } => {
-            let config = GatewayConfig::load(&config)?;
+        Command::Serve {
+            config: path,
+            listen,
+        } => {
+            let (config, _) = checked(&path, "; nothing was started", format)?;
             let addr = listen.unwrap_or(config.serve.listen);
             anyhow::ensure!(
                 addr.ip().is_loopback(),
                 "--listen {addr}: the gateway daemon listens on loopback only"
             );
             let (token_file, token) = config.registration_token()?;
-            let Assembled { gateway, events } = assemble(&config, Process::Daemon)?;
+            let metrics = Metrics::default();
+            let Assembled { gateway, events } = assemble(&config, Process::Daemon, &metrics)?;
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr} (change [serve] listen)"))?;
+            let metrics_listener = match config.serve.metrics {
+                Some(at) => Some(tokio::net::TcpListener::bind(at).await.with_context(|| {
+                    format!(
+                        "cannot listen for metrics on {at} (change [serve] metrics in {}; \"\" \
+                         turns it off)",
+                        path.display()
+                    )
+                })?),
+                None => None,
+            };
             let (hub, socket_mode) = match events {
                 Some(Events { hub, socket_mode }) => {
-                    let started = SocketMode::start(socket_mode, hub.clone())
+                    let started = SocketMode::start(socket_mode, hub.clone(), metrics.clone())
                         .await
                         .context("Socket Mode")?;
                     (Some(hub), Some(started))
@@ -204,15 +260,42 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     (None, None)
                 }
             };
-            println!("listening http://{}", listener.local_addr()?);
+            let http = listener.local_addr()?;
+            let metrics_addr = match &metrics_listener {
+                Some(l) => Some(l.local_addr()?),
+                None => None,
+            };
+            tracing::info!(
+                version = env!("CARGO_PKG_VERSION"),
+                mode = config.mode.as_str(),
+                listen = %http,
+                metrics = metrics_addr.map(|a| a.to_string()).unwrap_or_default(),
+                events = hub.is_some(),
+                "calvin-gateway serving"
+            );
+            println!("listening http://{http}");
             println!("token file {}", token_file.display());
+            // After the lines above, which tests and scripts read first.
+            let serving_metrics = metrics_listener.map(|l| {
+                let counts = metrics.clone();
+                tokio::spawn(calvin_common::metrics_http::serve(l, move || {
+                    counts.encode()
+                }))
+            });
+            if let Some(at) = metrics_addr {
+                println!("listening metrics {at}");
+            }
             let setup = DaemonSetup {
                 gateway,
                 hub,
                 allowed_origins: config.serve.allowed_origins,
                 registration_token: token,
+                metrics,
             };
             let env_files = server::serve_http(setup, listener, stop_signal()).await?;
+            if let Some(task) = serving_metrics {
+                task.abort();
+            }
             // No secret can be set once Socket Mode is closed: then the
             // sessions' env files go.
             if let Some(socket_mode) = socket_mode {
@@ -224,12 +307,33 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::EnvFile { config, session } => {
-            let config = GatewayConfig::load(&config)?;
+            let (config, _) = checked(&config, "; nothing was started", format)?;
             check_ids(&session.channel, &session.thread_ts).map_err(anyhow::Error::msg)?;
             let env_file =
                 default_env_file(&config.runtime_dir(), &session.channel, &session.thread_ts);
             println!("{}", env_file.display());
             Ok(())
         }
+        Command::CheckConfig { config } => {
+            let (_, summary) = checked(&config, "", format)?;
+            println!("{summary}");
+            Ok(())
+        }
     }
+}
+
+/// The configuration at `path` if it has no problem; else each problem on
+/// a line of its own (stderr) and an error that counts them.
+fn checked(path: &Path, then: &str, format: LogFormat) -> anyhow::Result<(GatewayConfig, String)> {
+    check_config::check(path).map_err(|problems| {
+        for problem in &problems {
+            report(format, &problem.to_string());
+        }
+        let n = problems.len();
+        anyhow::anyhow!(
+            "{} has {n} problem{}{then}",
+            path.display(),
+            if n == 1 { "" } else { "s" }
+        )
+    })
 }

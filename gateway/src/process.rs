@@ -3,6 +3,7 @@
 //! are handled, and where prompts hear their reactions (they arrive as
 //! Slack events, which only the `serve` daemon receives).
 
+use crate::metrics::Metrics;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -61,11 +62,16 @@ const STDIO_HEARS_NOTHING: &str = "a prompt is answered with a reaction in Slack
 const REMEMBERED_PROMPTS: usize = 10_000;
 
 /// The gateway `config` describes, for `process`.
-pub fn assemble(config: &GatewayConfig, process: Process) -> anyhow::Result<Assembled> {
-    let chat = slack::backend_with_search(
+pub fn assemble(
+    config: &GatewayConfig,
+    process: Process,
+    metrics: &Metrics,
+) -> anyhow::Result<Assembled> {
+    let chat = slack::backend_counted(
         &config.slack.api_url,
         config.bot_token()?,
         config.user_token(),
+        metrics.clone(),
     )
     .context("the Slack client")?;
     let secrets = match &config.secrets.store_dir {

@@ -25,6 +25,8 @@
 //! - A session's env file (its secrets, for BASH_ENV) is written when it
 //!   starts (stdio) or registers (daemon) and removed when it ends; the
 //!   workspace's repository list goes into its AGENTS.md.
+//! - Metrics ([`crate::metrics`]): every tool call is counted here, by tool
+//!   and outcome, as it ends (or is cancelled); the daemon's sessions too.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -53,6 +55,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tracing::{info, warn};
 
 use crate::events::EventHub;
+use crate::metrics::{Metrics, ToolOutcome};
 use crate::secret_request::PostRequest;
 use crate::session::SessionContext;
 use crate::session_env;
@@ -67,16 +70,22 @@ pub const SEND_FILE_URL_ENV: &str = "CALVIN_SEND_FILE_URL";
 /// its working directory upwards.
 pub const DEFAULT_SOCKET: &str = ".calvin/send-file.sock";
 
-/// One MCP session: the gateway and the runner it serves.
+/// One MCP session: the gateway and the runner it serves, and where its
+/// tool calls count.
 #[derive(Clone)]
 pub struct McpHandler {
     gateway: Arc<Gateway>,
     runner: Arc<Runner>,
+    metrics: Metrics,
 }
 
 impl McpHandler {
-    pub fn new(gateway: Arc<Gateway>, runner: Arc<Runner>) -> Self {
-        Self { gateway, runner }
+    pub fn new(gateway: Arc<Gateway>, runner: Arc<Runner>, metrics: Metrics) -> Self {
+        Self {
+            gateway,
+            runner,
+            metrics,
+        }
     }
 }
 
@@ -101,12 +110,23 @@ impl ServerHandler for McpHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let args = request.arguments.unwrap_or_default();
+        // Counted as cancelled unless it ends below.
+        let counted = self
+            .metrics
+            .tool_call(crate::tools::known_tool(&request.name).unwrap_or("unknown"));
         let call = self.gateway.call_tool(&self.runner, &request.name, &args);
         // A call the client cancels (notifications/cancelled, or the
         // session going away) stops here: what it waited for is dropped,
         // and a prompt it posted says nobody waits for it any more.
         tokio::select! {
-            result = call => Ok(result.into()),
+            result = call => {
+                counted.finish(if result.is_error == Some(true) {
+                    ToolOutcome::Error
+                } else {
+                    ToolOutcome::Ok
+                });
+                Ok(result.into())
+            }
             () = context.ct.cancelled() => {
                 info!(tool = %request.name, "tool call cancelled by the client");
                 Err(McpError::internal_error("the call was cancelled", None))
@@ -116,11 +136,12 @@ impl ServerHandler for McpHandler {
 }
 
 /// Serves one session over stdin/stdout until the client goes away, with
-/// the send-file socket beside it.
+/// the send-file socket beside it; its tool calls count in `metrics`.
 pub async fn serve_stdio(
     gateway: Arc<Gateway>,
     context: SessionContext,
     socket: Option<PathBuf>,
+    metrics: Metrics,
 ) -> anyhow::Result<()> {
     let socket = socket.unwrap_or_else(|| context.session_dir.join(DEFAULT_SOCKET));
     let env_file = session_started(&gateway, &context).await;
@@ -140,7 +161,7 @@ pub async fn serve_stdio(
             None
         }
     };
-    let service = McpHandler::new(gateway, runner)
+    let service = McpHandler::new(gateway, runner, metrics)
         .serve(rmcp::transport::stdio())
         .await?;
     let _ = service.waiting().await;
@@ -299,6 +320,7 @@ struct Daemon {
     allowed_origins: Vec<String>,
     addr: SocketAddr,
     registration_token: String,
+    metrics: Metrics,
 }
 
 /// What the daemon serves with.
@@ -307,6 +329,8 @@ pub struct DaemonSetup {
     pub hub: Option<Arc<EventHub>>,
     pub allowed_origins: Vec<String>,
     pub registration_token: String,
+    /// Where its sessions and their tool calls count.
+    pub metrics: Metrics,
 }
 
 /// Serves the daemon on `listener` until `shutdown` completes; the env
@@ -331,6 +355,7 @@ pub async fn serve_http(
         allowed_origins: setup.allowed_origins,
         addr,
         registration_token: setup.registration_token,
+        metrics: setup.metrics,
     });
     tokio::pin!(shutdown);
     loop {
@@ -449,7 +474,9 @@ impl Daemon {
                     (Method::DELETE, []) => {
                         let ended = {
                             let mut sessions = self.lock();
-                            sessions.remove(*id).and_then(|ended| {
+                            let ended = sessions.remove(*id);
+                            self.metrics.sessions(sessions.len());
+                            ended.and_then(|ended| {
                                 // A restarted runner's new registration of
                                 // the same thread keeps the file.
                                 let shared =
@@ -513,9 +540,16 @@ impl Daemon {
             "runner session registered"
         );
         let runner = Arc::new(Runner::new(context));
-        let (gateway, shared) = (self.gateway.clone(), runner.clone());
+        let (gateway, shared, metrics) =
+            (self.gateway.clone(), runner.clone(), self.metrics.clone());
         let mcp = StreamableHttpService::new(
-            move || Ok(McpHandler::new(gateway.clone(), shared.clone())),
+            move || {
+                Ok(McpHandler::new(
+                    gateway.clone(),
+                    shared.clone(),
+                    metrics.clone(),
+                ))
+            },
             Arc::new(LocalSessionManager::default()),
             StreamableHttpServerConfig::default()
                 .with_allowed_hosts(loopback_hosts(self.addr))
@@ -527,7 +561,11 @@ impl Daemon {
             mcp,
             env_file: env_file.clone(),
         });
-        self.lock().insert(id.clone(), registration);
+        {
+            let mut sessions = self.lock();
+            sessions.insert(id.clone(), registration);
+            self.metrics.session_registered(sessions.len());
+        }
         let base = format!("http://{}/sessions/{id}", self.addr);
         json_response(
             StatusCode::CREATED,

@@ -10,6 +10,9 @@
 //! - A rate-limit answer (HTTP 429) is retried after its Retry-After, up to
 //!   [`MAX_RATE_LIMIT_RETRIES`] times; a Retry-After longer than
 //!   [`MAX_RETRY_WAIT`] fails at once with the time to wait.
+//! - Every request is counted once Slack answers it (or it fails), by
+//!   method and outcome, and every wait for a Retry-After
+//!   ([`crate::metrics`]), in [`retrying`], which every call goes through.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -24,6 +27,7 @@ use crate::chat::{
     ChatBackend, ChatError, Conversation, Found, Posted, Text, ThreadMessage, ThreadRef, Upload,
     Uploaded, Workspace,
 };
+use crate::metrics::{Metrics, SlackOutcome};
 
 /// How many times one call is retried after rate-limit answers.
 pub const MAX_RATE_LIMIT_RETRIES: u32 = 3;
@@ -33,6 +37,9 @@ pub const MAX_RETRY_WAIT: Duration = Duration::from_secs(30);
 const DEFAULT_RETRY_WAIT: Duration = Duration::from_secs(1);
 /// The content type of uploaded bytes; Slack sniffs the real type itself.
 const UPLOAD_CONTENT_TYPE: &str = "application/octet-stream";
+/// The metrics' name for the POST of an upload's bytes to the URL
+/// files.getUploadURLExternal gave (not a Web API method).
+pub const UPLOAD_URL: &str = "upload_url";
 
 /// Why a [`SlackBackend`] could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -92,26 +99,34 @@ pub struct SlackBackend<C: SlackClientHttpConnector + Send> {
     workspace: tokio::sync::OnceCell<Workspace>,
     /// Display names already looked up.
     names: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    /// Where each request's outcome is counted.
+    metrics: Metrics,
 }
 
 /// A backend calling the Web API at `api_url` (e.g.
 /// `https://slack.com/api/` or `http://127.0.0.1:PORT/api/`) with the bot
 /// token `bot_token` (`xoxb-...`).
 pub fn backend(api_url: &str, bot_token: String) -> Result<Arc<dyn ChatBackend>, SlackSetupError> {
-    backend_with_search(api_url, bot_token, None)
+    backend_counted(api_url, bot_token, None, Metrics::default())
 }
 
-/// [`backend`], searching with the user token `user_token` when given.
-pub fn backend_with_search(
+/// [`backend`], searching with the user token `user_token` when given,
+/// its requests counted in `metrics`.
+pub fn backend_counted(
     api_url: &str,
     bot_token: String,
     user_token: Option<String>,
+    metrics: Metrics,
 ) -> Result<Arc<dyn ChatBackend>, SlackSetupError> {
     let token = SlackApiToken::new(SlackApiTokenValue::new(bot_token));
     let user_token = user_token.map(|t| SlackApiToken::new(SlackApiTokenValue::new(t)));
     Ok(match Connector::for_url(api_url)? {
-        Connector::Https(connector) => Arc::new(SlackBackend::new(connector, token, user_token)),
-        Connector::Http(connector) => Arc::new(SlackBackend::new(connector, token, user_token)),
+        Connector::Https(connector) => {
+            Arc::new(SlackBackend::new(connector, token, user_token, metrics))
+        }
+        Connector::Http(connector) => {
+            Arc::new(SlackBackend::new(connector, token, user_token, metrics))
+        }
     })
 }
 
@@ -124,13 +139,19 @@ pub(crate) fn is_loopback(host: &str) -> bool {
 }
 
 impl<C: SlackClientHttpConnector + Send + Sync> SlackBackend<C> {
-    fn new(connector: C, token: SlackApiToken, user_token: Option<SlackApiToken>) -> Self {
+    fn new(
+        connector: C,
+        token: SlackApiToken,
+        user_token: Option<SlackApiToken>,
+        metrics: Metrics,
+    ) -> Self {
         SlackBackend {
             client: SlackClient::new(connector),
             token,
             user_token,
             workspace: tokio::sync::OnceCell::new(),
             names: Default::default(),
+            metrics,
         }
     }
 }
@@ -147,14 +168,20 @@ where
         let ticket_request =
             SlackApiFilesGetUploadUrlExternalRequest::new(upload.filename, upload.bytes.len())
                 .opt_alt_txt(upload.alt_text);
-        let ticket = retrying(|| session.get_upload_url_external(&ticket_request)).await?;
+        let ticket = retrying(&self.metrics, "files.getUploadURLExternal", || {
+            session.get_upload_url_external(&ticket_request)
+        })
+        .await?;
 
         let bytes_request = SlackApiFilesUploadViaUrlRequest::new(
             ticket.upload_url,
             upload.bytes,
             UPLOAD_CONTENT_TYPE.to_string(),
         );
-        retrying(|| session.files_upload_via_url(&bytes_request)).await?;
+        retrying(&self.metrics, UPLOAD_URL, || {
+            session.files_upload_via_url(&bytes_request)
+        })
+        .await?;
 
         let complete_request = SlackApiFilesCompleteUploadExternalRequest::new(vec![
             SlackApiFilesComplete::new(ticket.file_id.clone()).with_title(title),
@@ -162,8 +189,10 @@ where
         .with_channel_id(SlackChannelId::new(thread.channel.clone()))
         .with_thread_ts(SlackTs::new(thread.thread_ts.clone()))
         .opt_initial_comment(upload.comment);
-        let completed =
-            retrying(|| session.files_complete_upload_external(&complete_request)).await?;
+        let completed = retrying(&self.metrics, "files.completeUploadExternal", || {
+            session.files_complete_upload_external(&complete_request)
+        })
+        .await?;
 
         let permalink = completed
             .files
@@ -392,10 +421,9 @@ where
             ("sort", Some("timestamp")),
             ("sort_dir", Some("desc")),
         ];
-        let answer: SearchAnswer = retrying(|| {
-            session
-                .http_session_api
-                .http_get("search.messages", &params, None)
+        let method = "search.messages";
+        let answer: SearchAnswer = retrying(&self.metrics, method, || {
+            session.http_session_api.http_get(method, &params, None)
         })
         .await?;
         Ok(answer
@@ -437,20 +465,27 @@ where
 
     /// A GET method with query arguments (`None` ones left out), its
     /// answer read into `T` (fields it does not name are ignored).
-    async fn get<T>(&self, method: &str, args: &[(&str, Option<&str>)]) -> Result<T, ChatError>
+    async fn get<T>(
+        &self,
+        method: &'static str,
+        args: &[(&str, Option<&str>)],
+    ) -> Result<T, ChatError>
     where
         T: serde::de::DeserializeOwned + Send,
     {
         let session = self.client.open_session(&self.token);
         let params: Vec<(&str, Option<&str>)> = args.to_vec();
-        retrying(|| session.http_session_api.http_get(method, &params, None)).await
+        retrying(&self.metrics, method, || {
+            session.http_session_api.http_get(method, &params, None)
+        })
+        .await
     }
 
     /// Every page of a cursor-paginated method (`args` plus `limit` and
     /// `cursor`): `each` adds a page's items and gives the next cursor.
     async fn paged<P, T>(
         &self,
-        method: &str,
+        method: &'static str,
         args: &[(&str, Option<&str>)],
         mut each: impl FnMut(P, &mut Vec<T>) -> Option<String> + Send,
     ) -> Result<Vec<T>, ChatError>
@@ -476,12 +511,15 @@ where
     }
 
     /// A POST method with a JSON body.
-    async fn post_json<T>(&self, method: &str, request: &Value) -> Result<T, ChatError>
+    async fn post_json<T>(&self, method: &'static str, request: &Value) -> Result<T, ChatError>
     where
         T: serde::de::DeserializeOwned + Send,
     {
         let session = self.client.open_session(&self.token);
-        retrying(|| session.http_session_api.http_post(method, request, None)).await
+        retrying(&self.metrics, method, || {
+            session.http_session_api.http_post(method, request, None)
+        })
+        .await
     }
 }
 
@@ -623,16 +661,23 @@ struct ProfileFields {
     real_name: Option<String>,
 }
 
-/// Runs `call`, and again after each rate-limit answer's Retry-After (at
-/// most [`MAX_RATE_LIMIT_RETRIES`] times).
-async fn retrying<T, F, Fut>(mut call: F) -> Result<T, ChatError>
+/// Runs `call`, a request of `method`, and again after each rate-limit
+/// answer's Retry-After (at most [`MAX_RATE_LIMIT_RETRIES`] times); each
+/// request's outcome and each wait count in `metrics`.
+async fn retrying<T, F, Fut>(
+    metrics: &Metrics,
+    method: &'static str,
+    mut call: F,
+) -> Result<T, ChatError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, SlackClientError>>,
 {
     let mut retries = 0;
     loop {
-        match call().await {
+        let answer = call().await;
+        metrics.slack_call(method, outcome(&answer));
+        match answer {
             Ok(answer) => return Ok(answer),
             Err(SlackClientError::RateLimitError(limited)) => {
                 let retry_after = limited.retry_after.unwrap_or(DEFAULT_RETRY_WAIT);
@@ -647,12 +692,31 @@ where
                 tracing::warn!(
                     ?retry_after,
                     retries,
+                    method,
                     "Slack is rate limiting; waiting to retry"
                 );
+                metrics.rate_limit_wait(retry_after);
                 tokio::time::sleep(retry_after).await;
             }
             Err(err) => return Err(chat_error(err)),
         }
+    }
+}
+
+/// How Slack answered a request, for its count.
+fn outcome<T>(answer: &Result<T, SlackClientError>) -> SlackOutcome {
+    match answer {
+        Ok(_) => SlackOutcome::Ok,
+        Err(SlackClientError::RateLimitError(_)) => SlackOutcome::RateLimited,
+        Err(SlackClientError::ApiError(api)) => SlackOutcome::of_code(&api.code),
+        Err(SlackClientError::HttpError(_)) => SlackOutcome::HttpError,
+        Err(
+            SlackClientError::ProtocolError(_)
+            | SlackClientError::HttpProtocolError(_)
+            | SlackClientError::EndOfStream(_)
+            | SlackClientError::SystemError(_)
+            | SlackClientError::SocketModeProtocolError(_),
+        ) => SlackOutcome::TransportError,
     }
 }
 

@@ -17,6 +17,8 @@
 //! - Logs: the listener's own trace output carries payloads (a submitted
 //!   secret among them), so the binary caps its log level at info; the
 //!   error handler here never logs a payload.
+//! - Metrics: each socket Slack greets (`hello`), each event routed by
+//!   kind, each redelivery ([`crate::metrics`]).
 
 use std::sync::{Arc, Mutex};
 
@@ -25,6 +27,7 @@ use slack_morphism::prelude::*;
 use tracing::{debug, info, warn};
 
 use crate::events::{ButtonClick, ChatEvent, EventHub, FormAnswer, FormSubmit, Remembered};
+use crate::metrics::{Metrics, SlackEvent};
 use crate::slack::{Connector, SlackSetupError};
 
 /// How many event ids are remembered for deduplication.
@@ -34,13 +37,15 @@ const REMEMBERED_EVENTS: usize = 10_000;
 struct Routing {
     hub: Arc<EventHub>,
     seen: Mutex<Remembered<String, ()>>,
+    metrics: Metrics,
 }
 
 impl Routing {
-    fn new(hub: Arc<EventHub>) -> Self {
+    fn new(hub: Arc<EventHub>, metrics: Metrics) -> Self {
         Self {
             hub,
             seen: Mutex::new(Remembered::new(REMEMBERED_EVENTS)),
+            metrics,
         }
     }
 
@@ -66,15 +71,22 @@ pub struct SocketMode {
 }
 
 impl SocketMode {
-    /// Connects (in the background) and routes events to `hub`.
+    /// Connects (in the background) and routes events to `hub`,
+    /// counting sockets and events in `metrics`.
     pub async fn start(
         config: SocketModeConfig,
         hub: Arc<EventHub>,
+        metrics: Metrics,
     ) -> Result<SocketMode, SlackSetupError> {
         let stop = Arc::new(tokio::sync::Notify::new());
+        let routing = Arc::new(Routing::new(hub, metrics));
         let task = match Connector::for_url(&config.api_url)? {
-            Connector::Https(connector) => tokio::spawn(run(connector, config, hub, stop.clone())),
-            Connector::Http(connector) => tokio::spawn(run(connector, config, hub, stop.clone())),
+            Connector::Https(connector) => {
+                tokio::spawn(run(connector, config, routing, stop.clone()))
+            }
+            Connector::Http(connector) => {
+                tokio::spawn(run(connector, config, routing, stop.clone()))
+            }
         };
         Ok(SocketMode { stop, task })
     }
@@ -88,13 +100,12 @@ impl SocketMode {
 async fn run<H>(
     connector: SlackClientHyperConnector<H>,
     config: SocketModeConfig,
-    hub: Arc<EventHub>,
+    routing: Arc<Routing>,
     stop: Arc<tokio::sync::Notify>,
 ) where
     H: hyper_util::client::legacy::connect::Connect + Clone + Send + Sync + 'static,
 {
     let client = Arc::new(SlackClient::new(connector));
-    let routing = Arc::new(Routing::new(hub));
     let environment = Arc::new(
         SlackClientEventsListenerEnvironment::new(client)
             .with_error_handler(on_error)
@@ -133,9 +144,12 @@ async fn routing(states: &SlackClientEventsUserState) -> Option<Arc<Routing>> {
 async fn on_hello<E, C: SlackClientHttpConnector + Send + Sync>(
     _event: E,
     _client: Arc<SlackClient<C>>,
-    _states: SlackClientEventsUserState,
+    states: SlackClientEventsUserState,
 ) {
     info!("Socket Mode connected");
+    if let Some(routing) = routing(&states).await {
+        routing.metrics.socket_mode_connected();
+    }
 }
 
 async fn on_push<C: SlackClientHttpConnector + Send + Sync>(
@@ -148,6 +162,7 @@ async fn on_push<C: SlackClientHttpConnector + Send + Sync>(
     };
     if !routing.first_time(&event.event_id.0) {
         debug!(event_id = %event.event_id.0, "a redelivered event was acknowledged again");
+        routing.metrics.slack_event_redelivered();
         return Ok(());
     }
     let chat_event = match event.event {
@@ -173,6 +188,10 @@ async fn on_push<C: SlackClientHttpConnector + Send + Sync>(
         _ => None,
     };
     if let Some(chat_event) = chat_event {
+        routing.metrics.slack_event(match chat_event {
+            ChatEvent::Message { .. } => SlackEvent::Message,
+            ChatEvent::Reaction { .. } => SlackEvent::Reaction,
+        });
         routing.hub.on_event(chat_event);
     }
     Ok(())
@@ -198,6 +217,7 @@ async fn on_interaction<C: SlackClientHttpConnector + Send + Sync>(
                 .map(|c| c.0)
                 .or_else(|| click.channel.map(|c| c.id.0))
                 .unwrap_or_default();
+            routing.metrics.slack_event(SlackEvent::Click);
             for action in click.actions.unwrap_or_default() {
                 routing.hub.on_click(ButtonClick {
                     user: user.id.0.clone(),
@@ -214,6 +234,7 @@ async fn on_interaction<C: SlackClientHttpConnector + Send + Sync>(
             let SlackView::Modal(modal) = submission.view.view else {
                 return Ok(SlackInteractionResponse::Empty);
             };
+            routing.metrics.slack_event(SlackEvent::Form);
             let mut values = Vec::new();
             for (block, actions) in submission
                 .view
@@ -296,7 +317,7 @@ mod tests {
             None,
             std::path::PathBuf::from("/nonexistent"),
         ));
-        let routing = Routing::new(Arc::new(EventHub::new(requests)));
+        let routing = Routing::new(Arc::new(EventHub::new(requests)), Metrics::default());
         assert!(routing.first_time("Ev0"));
         assert!(!routing.first_time("Ev0"), "a redelivery is seen");
         for i in 1..REMEMBERED_EVENTS {

@@ -140,6 +140,32 @@ pub const CHAT_TOOLS: [&str; 8] = [
     "send_dm",
 ];
 
+/// Every tool's name, in every mode (the label of its calls' metrics).
+pub const TOOL_NAMES: [&str; 17] = [
+    "send_file",
+    "post_card",
+    "checkout_repo",
+    "spawn_thread",
+    "read_thread",
+    "post_thread",
+    "request_secret",
+    "preview",
+    "unpreview",
+    "permission_prompt",
+    "read_post",
+    "react_to_post",
+    "update_own_post",
+    "list_thread",
+    "read_channel_history",
+    "search_messages",
+    "send_dm",
+];
+
+/// `name` as one of [`TOOL_NAMES`], if it is one.
+pub fn known_tool(name: &str) -> Option<&'static str> {
+    TOOL_NAMES.iter().find(|t| **t == name).copied()
+}
+
 /// The family's answer: `{"ok": true, ...}` (the tool's structured
 /// content with `ok` first) or `{"ok": false, "reason"}` with `isError`,
 /// as structured content and as its text.
@@ -780,6 +806,14 @@ mod tests {
         assert_eq!(integer(&json!("80x")), None);
         assert_eq!(integer(&json!(1.5)), None);
         assert_eq!(integer(&json!(3000.0)), Some(3000));
+    }
+
+    #[test]
+    fn tool_names_are_every_defined_tool() {
+        let defined: Vec<String> = all_tools().iter().map(|t| t.name.to_string()).collect();
+        assert_eq!(defined, TOOL_NAMES);
+        assert_eq!(known_tool("post_card"), Some("post_card"));
+        assert_eq!(known_tool("post_cards"), None);
     }
 
     #[test]

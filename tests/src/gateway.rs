@@ -31,6 +31,8 @@ pub struct GatewaySetup {
     pub extra: String,
     /// Lines added to its `[slack]` section.
     pub slack_extra: String,
+    /// Lines added to its `[serve]` section.
+    pub serve_extra: String,
     /// Whether the gateway's environment has `SP_STORE_KEY`.
     pub store_key: bool,
     /// The session's channel, thread and owner.
@@ -56,6 +58,7 @@ impl GatewaySetup {
             agent_socket: None,
             extra: String::new(),
             slack_extra: String::new(),
+            serve_extra: String::new(),
             store_key: true,
             channel: CHANNEL.into(),
             thread_ts: THREAD_TS.into(),
@@ -71,6 +74,13 @@ impl GatewaySetup {
             "app_token = \"{}\"\nreconnect_secs = 1\n",
             self.slack.app_token()
         ));
+        self
+    }
+
+    /// `[serve] metrics` on a port of its own: the daemon serves
+    /// `/metrics` (see [`GatewayDaemon::metrics_addr`]).
+    pub fn with_metrics(mut self) -> Self {
+        self.serve_extra.push_str("metrics = \"127.0.0.1:0\"\n");
         self
     }
 
@@ -124,13 +134,14 @@ impl GatewaySetup {
         let text = format!(
             "mode = \"{mode}\"\n{agent}\n[slack]\napi_url = \"{api}\"\nbot_token = \"{BOT_TOKEN}\"\n\
              {slack_extra}[secrets]\nstore_dir = \"{store}\"\nruntime_dir = \"{run}\"\n\
-             [serve]\ntoken_file = \"{token}\"\n{extra}\n",
+             [serve]\ntoken_file = \"{token}\"\n{serve_extra}{extra}\n",
             mode = self.mode,
             api = self.slack.api_url(),
             slack_extra = self.slack_extra,
             store = self.store_dir().display(),
             run = self.runtime_dir().display(),
             token = self.token_file().display(),
+            serve_extra = self.serve_extra,
             extra = self.extra,
         );
         let path = self.dir.path().join("gateway.toml");
@@ -308,6 +319,12 @@ pub struct GatewayDaemon {
 
 impl GatewayDaemon {
     pub async fn start(setup: &GatewaySetup) -> GatewayDaemon {
+        GatewayDaemon::start_with_args(setup, &[]).await
+    }
+
+    /// [`start`](Self::start) with `calvin-gateway`'s global flags
+    /// `args` (`--log-format json`).
+    pub async fn start_with_args(setup: &GatewaySetup, args: &[&str]) -> GatewayDaemon {
         let log_file = setup
             .dir
             .path()
@@ -315,6 +332,7 @@ impl GatewayDaemon {
         let log = std::fs::File::create(&log_file).expect("daemon log");
         let mut command = tokio::process::Command::new(binary("calvin-gateway"));
         command
+            .args(args)
             .args(["serve", "--config"])
             .arg(setup.config())
             .args(["--listen", "127.0.0.1:0"])
@@ -365,6 +383,13 @@ impl GatewayDaemon {
             self.base,
             setup.token_file().display()
         )
+    }
+
+    /// The address of its `/metrics` (`listening metrics ADDR`, printed
+    /// after the lines [`start`](Self::start) reads) when the setup has
+    /// [`with_metrics`](GatewaySetup::with_metrics).
+    pub async fn metrics_addr(&mut self) -> String {
+        self.process.line_after("listening metrics ").await
     }
 
     /// What the daemon has logged so far.

@@ -100,6 +100,7 @@ impl TestEdge {
                 .collect(),
             limits: options.limits,
             reset_key: state.reset_key,
+            restarted: !state.new_ca,
         };
         let edge = Edge::bind(settings).await.expect("edge binds");
         let bound = edge.bound().clone();
@@ -289,6 +290,19 @@ impl CurlOutput {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The text of one of the edge's own plain-text answers, without its
+    /// last line: `request id: ID`, which must name the `x-request-id` the
+    /// answer carries.
+    pub fn edge_text(&self) -> String {
+        let text = self.text();
+        let id = self
+            .header("x-request-id")
+            .expect("the edge's answer has an x-request-id");
+        text.strip_suffix(&format!("request id: {id}\n"))
+            .unwrap_or_else(|| panic!("no `request id: {id}` line ending: {text:?}"))
+            .to_owned()
+    }
+
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
@@ -355,6 +369,23 @@ pub async fn health_of(http: SocketAddr) -> (u16, serde_json::Value) {
     let out = curl(Path::new("/dev/null"), &[&url]).await;
     let json = serde_json::from_slice(&out.body).unwrap_or(serde_json::Value::Null);
     (out.status, json)
+}
+
+/// A finished process's stderr, line by line.
+pub fn stderr_lines(out: &std::process::Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The 1-based line of the first line of `text` that starts with `start`
+/// (a key's line in a configuration a test wrote).
+pub fn line_of(text: &str, start: &str) -> usize {
+    text.lines()
+        .position(|l| l.starts_with(start))
+        .expect("line in config")
+        + 1
 }
 
 /// POSTs `data` with curl (`--data-binary` from a temporary file), with

@@ -28,6 +28,8 @@ pub struct Pebble {
     dir: tempfile::TempDir,
     listen: SocketAddr,
     management: SocketAddr,
+    dns: SocketAddr,
+    authz_reuse: u8,
 }
 
 impl Pebble {
@@ -62,30 +64,42 @@ impl Pebble {
         let config_path = dir.path().join("pebble-config.json");
         std::fs::write(&config_path, config.to_string()).expect("write pebble config");
 
-        let log = std::fs::File::create(dir.path().join("pebble.log")).expect("pebble log");
+        let mut pebble = Pebble {
+            child: None,
+            dir,
+            listen: SocketAddr::from(([127, 0, 0, 1], listen)),
+            management: SocketAddr::from(([127, 0, 0, 1], management)),
+            dns,
+            authz_reuse: percent,
+        };
+        pebble.restart().await;
+        pebble
+    }
+
+    /// Starts it again after [`stop`](Self::stop), on the same addresses
+    /// (a new CA: its issued root changes); or starts it the first time.
+    pub async fn restart(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("pebble.log"))
+            .expect("pebble log");
         let child = Command::new(PEBBLE)
             .arg("-config")
-            .arg(&config_path)
+            .arg(self.dir.path().join("pebble-config.json"))
             .arg("-dnsserver")
-            .arg(dns.to_string())
+            .arg(self.dns.to_string())
             .env("PEBBLE_VA_NOSLEEP", "1")
             .env("PEBBLE_WFE_NONCEREJECT", "0")
-            .env("PEBBLE_AUTHZREUSE", percent.to_string())
+            .env("PEBBLE_AUTHZREUSE", self.authz_reuse.to_string())
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("pebble log"))
             .stderr(log)
             .kill_on_drop(true)
             .spawn()
             .expect("pebble runs (apt-get install pebble)");
-
-        let mut pebble = Pebble {
-            child: Some(child),
-            dir,
-            listen: SocketAddr::from(([127, 0, 0, 1], listen)),
-            management: SocketAddr::from(([127, 0, 0, 1], management)),
-        };
-        pebble.wait_ready().await;
-        pebble
+        self.child = Some(child);
+        self.wait_ready().await;
     }
 
     /// `https://127.0.0.1:<port>/dir`

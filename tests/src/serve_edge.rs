@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncBufReadExt;
 
-use crate::harness::{binary, health_of, send_signal, tls_client_config};
+use crate::harness::{binary, curl, health_of, send_signal, tls_client_config};
 
 /// A running `calvin-edge serve`; the addresses are those it printed.
 pub struct ServeEdge {
@@ -17,6 +17,8 @@ pub struct ServeEdge {
     pub http: Option<SocketAddr>,
     pub quic: SocketAddr,
     pub dns: Option<SocketAddr>,
+    /// The admin listener (`/metrics`, `/healthz`, `/readyz`).
+    pub admin: Option<SocketAddr>,
     pub url_template: String,
     log: PathBuf,
 }
@@ -25,6 +27,11 @@ impl ServeEdge {
     /// Starts the edge and reads the addresses it bound; stderr (the log)
     /// goes to `log`, appended.
     pub async fn start(config: &Path, log: &Path) -> ServeEdge {
+        Self::start_with(config, log, &[]).await
+    }
+
+    /// The same, with more arguments (`--log-format json`).
+    pub async fn start_with(config: &Path, log: &Path, args: &[&str]) -> ServeEdge {
         let log_file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -33,6 +40,7 @@ impl ServeEdge {
         let mut child = tokio::process::Command::new(binary("calvin-edge"))
             .args(["serve", "--config"])
             .arg(config)
+            .args(args)
             .env("RUST_LOG", calvin_edge::DEFAULT_LOG_FILTER)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -47,6 +55,7 @@ impl ServeEdge {
             http: None,
             quic: "0.0.0.0:0".parse().expect("addr"),
             dns: None,
+            admin: None,
             url_template: String::new(),
             log: log.to_owned(),
         };
@@ -67,6 +76,8 @@ impl ServeEdge {
                     edge.quic = addr(a);
                 } else if let Some(a) = line.strip_prefix("listening dns ") {
                     edge.dns = Some(addr(a));
+                } else if let Some(a) = line.strip_prefix("listening admin ") {
+                    edge.admin = Some(addr(a));
                 } else if let Some(t) = line.strip_prefix("previews ") {
                     edge.url_template = t.to_owned();
                     return true;
@@ -97,6 +108,28 @@ impl ServeEdge {
         self.signal("TERM").await;
         let exited = tokio::time::timeout(Duration::from_secs(40), self.child.wait()).await;
         assert!(exited.is_ok(), "the edge did not stop:\n{}", self.log());
+    }
+
+    /// `GET path` on the admin listener, with curl: (status, body).
+    pub async fn admin(&self, path: &str) -> (u16, String) {
+        let admin = self.admin.expect("an admin listener");
+        let url = format!("http://{admin}{path}");
+        let out = curl(Path::new("/dev/null"), &[&url]).await;
+        (out.status, String::from_utf8_lossy(&out.body).into_owned())
+    }
+
+    /// The value of each metric series (name and labels, as the
+    /// exposition writes them) in the admin listener's `/metrics`.
+    pub async fn metrics(&self) -> std::collections::BTreeMap<String, f64> {
+        let (status, text) = self.admin("/metrics").await;
+        assert_eq!(status, 200, "{text}");
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let (series, value) = l.rsplit_once(' ')?;
+                Some((series.to_owned(), value.parse().ok()?))
+            })
+            .collect()
     }
 
     /// `GET /healthz` on the plain HTTP listener: (status, JSON body).

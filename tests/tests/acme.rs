@@ -64,6 +64,8 @@ impl Setup {
 domain = "{ZONE}"
 public_ips = ["127.0.0.1"]
 state_dir = "{state}"
+[admin]
+listen = "127.0.0.1:0"
 [listen]
 https = "127.0.0.1:0"
 http = "127.0.0.1:0"
@@ -466,4 +468,63 @@ async fn a_restart_reuses_the_certificate_and_an_unreachable_ca_keeps_it_serving
     assert_eq!(served_serial(https, ZONE, &root).await, serial);
     edge.stop().await;
     held.abort();
+}
+
+/// `/readyz` on the admin listener: 503 while no certificate is loaded
+/// (the CA is down at the start), 200 once Pebble issues one; the ACME
+/// attempts and failures show in `/metrics`, and `/healthz` (live) is 200
+/// throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_waits_for_the_certificate_and_metrics_count_the_attempts() {
+    let mut s = Setup::new().await;
+    s.pebble.stop().await;
+    let edge = s.edge("").await;
+
+    let (status, why) = edge.admin("/readyz").await;
+    assert_eq!(status, 503, "{why}");
+    assert!(why.contains("no certificate is loaded yet"), "{why}");
+    let (status, live) = edge.admin("/healthz").await;
+    assert_eq!(status, 200, "{live}");
+    // The first attempt fails on the CA being down; retries come 1 s apart.
+    let failed = eventually(Duration::from_secs(20), || async {
+        let m = edge.metrics().await;
+        (m.get("calvin_edge_acme_failures_total")
+            .copied()
+            .unwrap_or(0.0)
+            >= 1.0)
+            .then_some(m)
+    })
+    .await
+    .unwrap_or_else(|| panic!("no failed attempt counted\n{}", edge.log()));
+    assert!(
+        failed["calvin_edge_acme_attempts_total"] >= failed["calvin_edge_acme_failures_total"],
+        "{failed:?}"
+    );
+    assert!(!failed.contains_key("calvin_edge_certificate_expiry_timestamp_seconds"));
+    assert_eq!(edge.admin("/readyz").await.0, 503);
+
+    s.pebble.restart().await;
+    let ready = eventually(Duration::from_secs(30), || async {
+        let (status, body) = edge.admin("/readyz").await;
+        (status == 200).then_some(body)
+    })
+    .await
+    .unwrap_or_else(|| panic!("never ready\n{}", s.failed(&edge)));
+    assert_eq!(ready, "ready\n");
+    let m = edge.metrics().await;
+    let attempts = m["calvin_edge_acme_attempts_total"];
+    let failures = m["calvin_edge_acme_failures_total"];
+    assert_eq!(attempts - failures, 1.0, "one attempt succeeded: {m:?}");
+    let (_, health) = edge.health().await;
+    let not_after = health["certificate"]["not_after"]
+        .as_str()
+        .expect("not_after");
+    let not_after =
+        time::OffsetDateTime::parse(not_after, &time::format_description::well_known::Rfc3339)
+            .expect("rfc3339");
+    assert_eq!(
+        m["calvin_edge_certificate_expiry_timestamp_seconds"],
+        not_after.unix_timestamp() as f64
+    );
+    edge.stop().await;
 }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use calvin_tests::serve_edge::{ServeEdge, served_serial};
-use calvin_tests::{eventually, token_for};
+use calvin_tests::{eventually, token_for, write_secret};
 
 const ZONE: &str = "preview.test";
 
@@ -23,6 +23,8 @@ async fn sighup_reads_the_certificate_files_again() {
         r#"
 domain = "{ZONE}"
 state_dir = "{state}"
+[admin]
+listen = "127.0.0.1:0"
 [listen]
 https = "127.0.0.1:0"
 http = "127.0.0.1:0"
@@ -39,7 +41,8 @@ token = "{token}"
         key = key.display(),
         token = token_for("a"),
     );
-    std::fs::write(dir.path().join("edge.toml"), config).expect("config");
+    // It holds a token: private.
+    write_secret(&dir.path().join("edge.toml"), &config);
     let edge = ServeEdge::start(&dir.path().join("edge.toml"), &dir.path().join("edge.log")).await;
     let https = edge.https.expect("https");
 

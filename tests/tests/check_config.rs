@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use calvin_tests::{binary, write_secret};
+use calvin_tests::{binary, line_of, stderr_lines, write_secret};
 
 const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 
@@ -60,9 +60,10 @@ tokens_file = "{tokens}"
         )
     }
 
+    /// Writes a configuration, private (it may hold tokens).
     fn write(&self, name: &str, text: &str) -> PathBuf {
         let path = self.path(name);
-        std::fs::write(&path, text).expect("config");
+        write_secret(&path, text);
         path
     }
 }
@@ -78,21 +79,6 @@ fn edge(command: &[&str], config: &Path) -> Output {
 
 fn check(config: &Path) -> Output {
     edge(&["check-config"], config)
-}
-
-fn stderr_lines(out: &Output) -> Vec<String> {
-    String::from_utf8_lossy(&out.stderr)
-        .lines()
-        .map(str::to_owned)
-        .collect()
-}
-
-/// The 1-based line of the first line of `text` that starts with `start`.
-fn line_of(text: &str, start: &str) -> usize {
-    text.lines()
-        .position(|l| l.starts_with(start))
-        .expect("line in config")
-        + 1
 }
 
 #[test]
@@ -336,4 +322,91 @@ fn two_accounts_with_one_token_are_refused() {
         )
     );
     assert_eq!(lines.len(), 2, "{lines:?}");
+}
+
+#[test]
+fn a_config_with_a_token_in_it_is_a_secret_and_its_files_are_read_as_serve_would() {
+    let s = Setup::new();
+    // An inline token in a file others can read; a certificate that is not
+    // PEM; a name server that is not a DNS name; a state folder whose QUIC
+    // reset key is corrupt.
+    std::fs::write(s.path("not-a.pem"), "hello\n").expect("write");
+    std::fs::create_dir_all(s.path("state")).expect("state");
+    std::fs::write(s.path("state/reset.key"), "zz\n").expect("reset key");
+    let text = format!(
+        "{}\n[[accounts]]\nname = \"team-c\"\ntoken = \"{TOKEN}00\"\n",
+        s.config("dns = \"127.0.0.1:0\"", "")
+            .replace(
+                &s.path("certs/edge.pem").display().to_string(),
+                &s.path("not-a.pem").display().to_string()
+            )
+            .replace(
+                "domain = \"preview.test\"\n",
+                "domain = \"preview.test\"\npublic_ips = [\"192.0.2.1\"]\n"
+            )
+            .replace(
+                "[agents]",
+                "[dns]\nnameservers = [\"ns 1.preview.test\"]\n\n[agents]"
+            )
+    );
+    let path = s.path("edge.toml");
+    std::fs::write(&path, &text).expect("config");
+    let mut perms = std::fs::metadata(&path).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o644);
+    std::fs::set_permissions(&path, perms).expect("chmod");
+    let out = check(&path);
+    assert_eq!(out.status.code(), Some(1));
+    let lines = stderr_lines(&out);
+    let with = |key: &str| {
+        lines
+            .iter()
+            .find(|l| l.contains(&format!(": {key}: ")))
+            .unwrap_or_else(|| panic!("no {key} in {lines:?}"))
+            .clone()
+    };
+    assert!(with("state_dir").contains("reset.key"), "{lines:?}");
+    assert!(with("tls.cert_file").contains("not-a.pem"), "{lines:?}");
+    assert!(
+        with("dns.nameservers").contains("\"ns 1.preview.test\" is not a DNS name"),
+        "{lines:?}"
+    );
+    let token = with("accounts[0].token");
+    assert!(
+        token.contains("mode 0644") && token.contains("chmod 600"),
+        "{token}"
+    );
+    assert_eq!(lines.len(), 5, "four problems and the count: {lines:?}");
+
+    // The same, private and with the files fixed: no problem.
+    std::fs::remove_file(s.path("state/reset.key")).expect("rm");
+    let fixed = text
+        .replace(
+            &s.path("not-a.pem").display().to_string(),
+            &s.path("certs/edge.pem").display().to_string(),
+        )
+        .replace("ns 1.preview.test", "ns1.preview.test");
+    let path = s.write("fixed.toml", &fixed);
+    let out = check(&path);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A state folder that cannot be made.
+    std::fs::write(s.path("file"), "").expect("write");
+    let blocked = fixed.replace(
+        &s.path("state").display().to_string(),
+        &s.path("file/state").display().to_string(),
+    );
+    let out = check(&s.write("blocked.toml", &blocked));
+    assert_eq!(out.status.code(), Some(1));
+    let lines = stderr_lines(&out);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains(": state_dir: cannot create")),
+        "{lines:?}"
+    );
 }

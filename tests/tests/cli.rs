@@ -348,13 +348,16 @@ async fn serve_runs_a_configured_edge_with_accounts_from_token_files() {
     let team_a = token_for("team-a");
     write_secret(&dir.path().join("team-a.token"), &format!("{team_a}\n"));
     let config = dir.path().join("edge.toml");
-    std::fs::write(
+    // It holds team-b's token: private.
+    write_secret(
         &config,
-        format!(
+        &format!(
             r#"domain = "{DOMAIN}"
 state_dir = "{state}"
 public_url = "https://{{name}}.{DOMAIN}:1234"
 
+[admin]
+listen = "127.0.0.1:0"
 [listen]
 https = "127.0.0.1:0"
 http = "127.0.0.1:0"
@@ -382,8 +385,7 @@ max_previews_per_account = 2
             token_file = dir.path().join("team-a.token").display(),
             team_b = token_for("team-b"),
         ),
-    )
-    .expect("config");
+    );
     let mut edge = Process::start(
         "calvin-edge",
         &["serve", "--config", config.to_str().expect("path")],

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use calvin_edge::dns::{Challenges, DnsServer, ZoneAnswers, ZoneSettings};
 use calvin_tests::serve_edge::{ServeEdge, dig, dig_flags, dig_status};
-use calvin_tests::token_for;
+use calvin_tests::{token_for, write_secret};
 
 const ZONE: &str = "preview.test";
 
@@ -21,6 +21,8 @@ async fn edge(dir: &std::path::Path) -> ServeEdge {
 domain = "{ZONE}"
 public_ips = ["192.0.2.10", "2001:db8::10"]
 state_dir = "{state}"
+[admin]
+listen = "127.0.0.1:0"
 [listen]
 https = "127.0.0.1:0"
 http = "127.0.0.1:0"
@@ -42,7 +44,7 @@ token = "{token}"
         token = token_for("a"),
     );
     let path = dir.join("edge.toml");
-    std::fs::write(&path, config).expect("config");
+    write_secret(&path, &config);
     ServeEdge::start(&path, &dir.join("edge.log")).await
 }
 
@@ -139,9 +141,13 @@ async fn an_answer_too_big_for_udp_is_truncated_and_whole_over_tcp() {
         .map(|i| IpAddr::from([198, 51, 100, i]))
         .collect();
     let answers_ = ZoneAnswers::new(&zone(ips), Challenges::default()).expect("zone");
-    let server = DnsServer::bind("127.0.0.1:0".parse().expect("addr"), answers_)
-        .await
-        .expect("bind");
+    let server = DnsServer::bind(
+        "127.0.0.1:0".parse().expect("addr"),
+        answers_,
+        Default::default(),
+    )
+    .await
+    .expect("bind");
     let dns = server.local_addr();
 
     let udp = dig(
@@ -173,9 +179,13 @@ async fn challenge_values_are_served_at_once_under_a_query_flood() {
         challenges.clone(),
     )
     .expect("zone");
-    let server = DnsServer::bind("127.0.0.1:0".parse().expect("addr"), zone_answers)
-        .await
-        .expect("bind");
+    let server = DnsServer::bind(
+        "127.0.0.1:0".parse().expect("addr"),
+        zone_answers,
+        Default::default(),
+    )
+    .await
+    .expect("bind");
     let dns: SocketAddr = server.local_addr();
 
     // Four senders flood the server with queries for 3 s.

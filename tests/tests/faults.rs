@@ -521,6 +521,7 @@ async fn an_idle_budget_as_large_as_the_agents_streams_is_refused() {
             ..Default::default()
         },
         reset_key: state.reset_key,
+        restarted: false,
     };
     let max = calvin_proto::MAX_DATA_STREAMS as usize;
     let err = calvin_edge::Edge::bind(settings(max))

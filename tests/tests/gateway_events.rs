@@ -434,7 +434,7 @@ async fn a_stdio_gateway_has_the_daemon_handle_the_form_or_names_what_is_missing
         daemon.base,
         setup.dir.path().join("wrong.token").display()
     );
-    std::fs::write(setup.dir.path().join("wrong.token"), "not-the-token\n").expect("token");
+    calvin_tests::write_secret(&setup.dir.path().join("wrong.token"), "not-the-token\n");
     let out = drive(setup.stdio(json!([call(
         "request_secret",
         json!({"name": "OTHER", "reason": "abc"})

@@ -249,11 +249,21 @@ async fn ambiguous_framing_gets_400_and_close_before_any_stream() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_reaches_the_origin_is_canonical_http_1_1() {
     let l = live().await;
+    // The edge's request id (16 hex digits) stands as ID.
     let forwarded = |host: &str| {
         format!(
-            "host: {host}\r\nx-forwarded-for: 127.0.0.1\r\nx-forwarded-proto: http\r\n\
-             x-forwarded-host: {host}\r\nforwarded: for=127.0.0.1;host=\"{host}\";proto=http\r\n"
+            "host: {host}\r\nx-request-id: ID\r\nx-forwarded-for: 127.0.0.1\r\n\
+             x-forwarded-proto: http\r\nx-forwarded-host: {host}\r\n\
+             forwarded: for=127.0.0.1;host=\"{host}\";proto=http\r\n"
         )
+    };
+    let with_id_as_id = |request: &str| -> String {
+        let (before, after) = request
+            .split_once("x-request-id: ")
+            .unwrap_or_else(|| panic!("no request id: {request}"));
+        let (id, rest) = after.split_at(16);
+        assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{request}");
+        format!("{before}x-request-id: ID{rest}")
     };
     let h = &l.host;
     let cases = [
@@ -284,7 +294,7 @@ async fn what_reaches_the_origin_is_canonical_http_1_1() {
         let requests = l.origin.requests();
         assert_eq!(requests.len(), before + 1, "{label}");
         assert_eq!(
-            String::from_utf8_lossy(&requests[before]),
+            with_id_as_id(&String::from_utf8_lossy(&requests[before])),
             expected,
             "{label}"
         );

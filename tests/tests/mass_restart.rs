@@ -14,7 +14,7 @@ use calvin_agent::{Agent, EdgeAddress, LinkState};
 use calvin_proto::{Port, PreviewName};
 use calvin_tests::netns::Netns;
 use calvin_tests::serve_edge::ServeEdge;
-use calvin_tests::{Origin, silent_port, token_for};
+use calvin_tests::{Origin, silent_port, token_for, write_secret};
 use http_body_util::{BodyExt, Empty};
 use tokio::sync::{Mutex, Semaphore};
 
@@ -27,6 +27,8 @@ fn config(dir: &Path, http: u16, quic: SocketAddr, cert: &Path, key: &Path) -> S
         r#"
 domain = "{ZONE}"
 state_dir = "{state}"
+[admin]
+listen = "127.0.0.1:0"
 [listen]
 https = "127.0.0.1:0"
 http = "127.0.0.1:{http}"
@@ -94,7 +96,7 @@ async fn a_killed_edge_with_1000_agents_has_every_name_back_within_30_s() {
     let quic = SocketAddr::from((link.host_ip, silent_port().await));
     let http = silent_port().await;
     let config_path = dir.path().join("edge.toml");
-    std::fs::write(&config_path, config(dir.path(), http, quic, &cert, &key)).expect("config");
+    write_secret(&config_path, &config(dir.path(), http, quic, &cert, &key));
     let log = dir.path().join("edge.log");
     let mut edge = ServeEdge::start(&config_path, &log).await;
     let http = edge.http.expect("http");

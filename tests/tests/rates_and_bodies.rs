@@ -54,7 +54,7 @@ async fn a_body_over_the_cap_gets_413_declared_or_streamed() {
             assert_eq!(out.status, 413, "{label} {version} past the cap: {out:?}");
             assert_eq!(out.header("x-calvin-error"), Some("body-too-large"));
             assert_eq!(
-                out.text(),
+                out.edge_text(),
                 format!("the request body is larger than {CAP} bytes\n")
             );
         }
@@ -111,7 +111,7 @@ async fn requests_past_the_rate_of_an_address_get_429_with_retry_after() {
     assert_eq!(refused.header("x-calvin-error"), Some("rate-limited"));
     assert_eq!(refused.header("retry-after"), Some("1"));
     assert_eq!(
-        refused.text(),
+        refused.edge_text(),
         "too many requests from 127.0.0.1: at most 1 per second (bursts of 10); retry in 1 s\n"
     );
     // Another address is not held back...
@@ -183,7 +183,7 @@ async fn requests_past_the_rate_of_a_preview_get_429_with_retry_after() {
     let refused = &refused[0];
     assert_eq!(refused.header("retry-after"), Some("1"));
     assert_eq!(
-        refused.text(),
+        refused.edge_text(),
         format!(
             "too many requests for preview {}: at most 1 per second (bursts of 10); retry in 1 s\n",
             created.name

@@ -277,7 +277,7 @@ async fn unknown_names_get_404_and_foreign_hosts_421() {
     let s = PreviewSetup::start().await;
     let out = curl(&s.edge.ca(), &[&s.edge.url("no-such-preview")]).await;
     assert_eq!(out.status, 404);
-    assert_eq!(out.text(), "no preview named no-such-preview\n");
+    assert_eq!(out.edge_text(), "no preview named no-such-preview\n");
     assert_eq!(
         out.header("content-type"),
         Some("text/plain; charset=utf-8")
@@ -344,7 +344,7 @@ async fn silent_port_says_so_then_serves_once_something_listens() {
     let out = curl(&edge.ca(), &[&created.url]).await;
     assert_eq!(out.status, 502);
     assert_eq!(
-        out.text(),
+        out.edge_text(),
         format!(
             "preview {}: nothing is listening on port {port}\n",
             created.name
@@ -496,7 +496,10 @@ async fn unpreview_takes_the_url_down() {
     assert_eq!(answer.status, 200);
     let out = curl(&s.edge.ca(), &[&s.url("/hello")]).await;
     assert_eq!(out.status, 404);
-    assert_eq!(out.text(), format!("no preview named {}\n", s.created.name));
+    assert_eq!(
+        out.edge_text(),
+        format!("no preview named {}\n", s.created.name)
+    );
 
     let (status, err) = api_error(
         s.agent
@@ -530,7 +533,7 @@ async fn stopped_agent_reads_offline() {
     .expect("502 once the agent is gone");
     assert_eq!(out.header("x-calvin-error"), Some("agent-offline"));
     assert_eq!(
-        out.text(),
+        out.edge_text(),
         format!(
             "preview {} is offline: the computer serving it is not connected\n",
             s.created.name
@@ -560,7 +563,7 @@ async fn slow_origin_gets_504() {
         started.elapsed()
     );
     assert_eq!(
-        out.text(),
+        out.edge_text(),
         format!(
             "preview slow: the server on port {} did not answer within 1 s\n",
             origin.port
@@ -637,13 +640,30 @@ where
         .expect("request");
     let response = sender.send(req).await;
     let status = response.status().as_u16();
+    let id = response.headers().contains_key("x-calvin-error").then(|| {
+        response.headers()["x-request-id"]
+            .to_str()
+            .expect("id")
+            .to_owned()
+    });
     let body = response
         .into_body()
         .collect()
         .await
         .expect("body")
         .to_bytes();
-    (status, String::from_utf8_lossy(&body).into_owned())
+    let text = String::from_utf8_lossy(&body).into_owned();
+    // The edge's own answers end naming their id; that line is checked
+    // here and left out.
+    match id {
+        Some(id) => {
+            let message = text
+                .strip_suffix(&format!("request id: {id}\n"))
+                .unwrap_or_else(|| panic!("no request id line: {text:?}"));
+            (status, message.to_owned())
+        }
+        None => (status, text),
+    }
 }
 
 /// hyper's HTTP/1 and HTTP/2 senders, for one test helper.

@@ -2,6 +2,7 @@
 //! exponential backoff, and the previews it holds, registered again under
 //! the same names after every reconnect.
 
+use crate::metrics::AgentCounts;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -133,6 +134,7 @@ struct Shared {
     /// Serializes preview and unpreview, so "the port's existing name" is
     /// never made twice by two callers at once.
     ops: tokio::sync::Mutex<()>,
+    counts: AgentCounts,
 }
 
 impl Agent {
@@ -146,8 +148,14 @@ impl Agent {
                 link,
                 welcome: Mutex::new(None),
                 ops: tokio::sync::Mutex::new(()),
+                counts: AgentCounts::default(),
             }),
         }
+    }
+
+    /// What the agent counts (`--metrics`).
+    pub fn counts(&self) -> &AgentCounts {
+        &self.shared.counts
     }
 
     /// Watches the connection state.
@@ -185,6 +193,8 @@ impl Agent {
     /// closes it.
     pub async fn run(&self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
+        let counts = self.shared.counts.clone();
+        let follow = tokio::spawn(crate::metrics::follow(counts.clone(), self.state()));
         let mut backoff = Backoff::default();
         loop {
             let attempt = tokio::select! {
@@ -193,6 +203,7 @@ impl Agent {
             };
             match attempt {
                 Ok(link) => {
+                    counts.connected();
                     backoff = Backoff::default();
                     let reason = tokio::select! {
                         reason = link.conn.closed() => reason,
@@ -206,17 +217,20 @@ impl Agent {
                             break;
                         }
                     };
+                    counts.connection_lost();
                     warn!(%reason, "connection to the edge lost; reconnecting");
                     self.shared.link.send_replace(LinkState::Connecting {
                         last_error: Some(reason.to_string()),
                     });
                 }
                 Err(ConnectError::Refused(failure)) => {
+                    counts.connect_failed();
                     warn!(reason = %failure, "the edge refused this agent");
                     self.shared.link.send_replace(LinkState::Refused(failure));
                     backoff.slowest();
                 }
                 Err(err) => {
+                    counts.connect_failed();
                     warn!(%err, "cannot connect to the edge");
                     self.shared.link.send_replace(LinkState::Connecting {
                         last_error: Some(err.to_string()),
@@ -229,6 +243,8 @@ impl Agent {
             }
         }
         self.shared.link.send_replace(LinkState::Stopped);
+        counts.state(&LinkState::Stopped);
+        follow.abort();
     }
 
     /// One connection attempt: QUIC handshake, hello with the previews held,
@@ -285,6 +301,7 @@ impl Agent {
         tokio::spawn(forward::accept_streams(
             conn.clone(),
             self.shared.previews.clone(),
+            self.shared.counts.clone(),
         ));
         let link = Link {
             conn,

@@ -4,13 +4,14 @@
 use std::io;
 use std::time::Duration;
 
-use calvin_common::tunnel_stream::TunnelStream;
+use calvin_common::tunnel_stream::{Moved, TunnelStream};
 use calvin_proto::io::{read_frame, write_frame};
 use calvin_proto::{Port, StreamAnswer, StreamHeader, StreamRefusal};
 use tokio::net::TcpStream;
 use tracing::{Instrument, debug, debug_span};
 
 use crate::agent::Previews;
+use crate::metrics::{AgentCounts, LocalRefusal};
 
 /// Time for the edge to send a stream's header.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -24,10 +25,14 @@ const LISTENER_RETRY: Duration = Duration::from_millis(50);
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Serves the edge's streams until the connection ends.
-pub(crate) async fn accept_streams(conn: quinn::Connection, previews: Previews) {
+pub(crate) async fn accept_streams(
+    conn: quinn::Connection,
+    previews: Previews,
+    counts: AgentCounts,
+) {
     while let Ok((send, recv)) = conn.accept_bi().await {
         let span = debug_span!("stream", id = %send.id());
-        tokio::spawn(serve_stream(send, recv, previews.clone()).instrument(span));
+        tokio::spawn(serve_stream(send, recv, previews.clone(), counts.clone()).instrument(span));
     }
 }
 
@@ -35,7 +40,9 @@ async fn serve_stream(
     mut send: quinn::SendStream,
     mut recv: quinn::RecvStream,
     previews: Previews,
+    counts: AgentCounts,
 ) {
+    let _open = counts.stream();
     let header = match tokio::time::timeout(
         HEADER_TIMEOUT,
         read_frame::<StreamHeader, _>(&mut recv),
@@ -73,6 +80,13 @@ async fn serve_stream(
     let tcp = match answer {
         Ok(tcp) => tcp,
         Err(refusal) => {
+            if let StreamAnswer::Refused { reason, .. } = &refusal {
+                counts.refused(match reason {
+                    StreamRefusal::NotPreviewed => LocalRefusal::NotPreviewed,
+                    StreamRefusal::ConnectionRefused => LocalRefusal::ConnectionRefused,
+                    _ => LocalRefusal::ConnectFailed,
+                });
+            }
             let _ = write_frame(&mut send, &refusal).await;
             let _ = send.finish();
             return;
@@ -87,7 +101,8 @@ async fn serve_stream(
     debug!(name = %header.name, port = %header.port, client = %header.client, "forwarding");
     let mut tunnel = TunnelStream::new(recv, send);
     let mut tcp = tcp;
-    if let Err(err) = tunnel.splice(&mut tcp).await {
+    let tally = |moved: Moved| counts.moved(moved.to_tcp, moved.from_tcp);
+    if let Err(err) = tunnel.splice(&mut tcp, tally).await {
         // A reset on either side is passed on as a reset, never as a clean
         // end that would make a cut-off transfer look complete.
         debug!(%err, "stream cut off");

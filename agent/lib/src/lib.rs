@@ -5,6 +5,7 @@
 //!
 //! - [`Agent`]: the connection (reconnects, re-registers previews) and the
 //!   preview operations.
+//! - [`metrics`]: what it counts, for `up --metrics ADDR`.
 //! - [`control_api`]: the HTTP+JSON API on a Unix socket that the gateway and
 //!   the CLI call; [`control_client`] (from calvin-common) calls it; [`api`]
 //!   (calvin-proto's `control`) is its JSON.
@@ -16,6 +17,7 @@
 pub mod agent;
 pub mod control_api;
 mod forward;
+pub mod metrics;
 pub mod transport;
 
 pub use agent::{Agent, LinkState, PreviewError};

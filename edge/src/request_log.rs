@@ -1,0 +1,217 @@
+//! A visitor request's id, its access log line and its byte counts.
+//!
+//! Every request gets an id: the visitor's own `X-Request-Id` when it sent
+//! a sane one, else 16 random hex digits, which the origin receives in
+//! `X-Request-Id` and the edge's error pages show. When the response body
+//! ends (or the visitor goes), [`Counted`] adds the bytes moved to the
+//! metrics and writes the access line (target `calvin_edge::access`, at
+//! info), unless `[log] access = false`.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http::header::HeaderValue;
+use http::{Method, Request, Version};
+use hyper::body::{Body, Frame, SizeHint};
+
+use crate::error_page::REQUEST_ID_HEADER;
+use crate::metrics::Counts;
+use crate::request_body::BodyWatch;
+
+/// Longest visitor-sent request id the edge keeps (Heroku's router keeps
+/// 20 to 200 characters); longer or with other than visible ASCII, it is
+/// replaced with the edge's own.
+pub const MAX_VISITOR_ID: usize = 200;
+
+/// The request's id: the visitor's, or a new one; and whether the request
+/// must be given it (set in its headers, replacing the visitor's, once the
+/// head passes its limits: [`set`]).
+pub fn identify<B>(req: &Request<B>) -> (HeaderValue, bool) {
+    if let Some(theirs) = req.headers().get(REQUEST_ID_HEADER)
+        && acceptable(theirs.as_bytes())
+        && req.headers().get_all(REQUEST_ID_HEADER).iter().count() == 1
+    {
+        return (theirs.clone(), false);
+    }
+    (new_id(), true)
+}
+
+/// Gives the request its id, for the origin.
+pub fn set<B>(req: &mut Request<B>, id: &HeaderValue) {
+    req.headers_mut().insert(REQUEST_ID_HEADER, id.clone());
+}
+
+fn acceptable(id: &[u8]) -> bool {
+    (1..=MAX_VISITOR_ID).contains(&id.len()) && id.iter().all(|b| b.is_ascii_graphic())
+}
+
+/// 16 random lowercase hex digits.
+pub fn new_id() -> HeaderValue {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bits: u64 = rand::random();
+    let mut digits = [0u8; 16];
+    for (i, digit) in digits.iter_mut().enumerate() {
+        *digit = HEX[((bits >> (60 - 4 * i)) & 0xf) as usize];
+    }
+    HeaderValue::from_bytes(&digits).unwrap_or(HeaderValue::from_static("0000000000000000"))
+}
+
+/// What the access line says of a request besides its outcome.
+pub struct AccessRecord {
+    pub id: HeaderValue,
+    pub method: Method,
+    /// The path, with the query when `[log] access_query` asks for it.
+    pub target: String,
+    pub client: SocketAddr,
+    pub version: Version,
+    /// The preview, once routed.
+    pub preview: Option<String>,
+}
+
+impl AccessRecord {
+    pub fn new<B>(req: &Request<B>, id: HeaderValue, client: SocketAddr, query: bool) -> Self {
+        let uri = req.uri();
+        let target = match (query, uri.path_and_query()) {
+            (true, Some(pq)) => pq.as_str().to_owned(),
+            _ => uri.path().to_owned(),
+        };
+        Self {
+            id,
+            method: req.method().clone(),
+            target,
+            client,
+            version: req.version(),
+            preview: None,
+        }
+    }
+}
+
+/// What is counted and logged when a response ends.
+pub struct Finish {
+    pub counts: Counts,
+    pub arrived: Instant,
+    pub status: u16,
+    /// The request body's progress (its bytes), when it was forwarded.
+    pub upload: Option<BodyWatch>,
+    pub access: Option<Box<AccessRecord>>,
+}
+
+/// A response body that counts what it sends, and at its end (or when the
+/// visitor goes) counts the request's bytes and writes its access line.
+pub struct Counted<B> {
+    inner: B,
+    sent: u64,
+    finish: Option<Finish>,
+}
+
+impl<B> Counted<B> {
+    pub fn new(inner: B, finish: Finish) -> Self {
+        Self {
+            inner,
+            sent: 0,
+            finish: Some(finish),
+        }
+    }
+}
+
+impl<B: Body<Data = Bytes> + Unpin> Body for Counted<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled
+            && let Some(data) = frame.data_ref()
+        {
+            self.sent += data.len() as u64;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<B> Drop for Counted<B> {
+    fn drop(&mut self) {
+        let Some(finish) = self.finish.take() else {
+            return;
+        };
+        let received = finish.upload.as_ref().map_or(0, BodyWatch::bytes);
+        finish.counts.moved(received, self.sent);
+        if let Some(access) = finish.access {
+            log_access(&access, finish.status, received, self.sent, finish.arrived);
+        }
+    }
+}
+
+fn log_access(access: &AccessRecord, status: u16, received: u64, sent: u64, arrived: Instant) {
+    let protocol = match access.version {
+        Version::HTTP_2 => "h2",
+        Version::HTTP_10 => "http/1.0",
+        _ => "http/1.1",
+    };
+    tracing::info!(
+        target: "calvin_edge::access",
+        request_id = access.id.to_str().unwrap_or("-"),
+        preview = access.preview.as_deref().unwrap_or("-"),
+        method = %access.method,
+        path = %access.target,
+        status,
+        bytes_in = received,
+        bytes_out = sent,
+        duration_ms = arrived.elapsed().as_micros() as f64 / 1e3,
+        client = %access.client,
+        protocol,
+        "access"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sane_visitor_id_is_kept_and_others_replaced() {
+        let with = |ids: &[&[u8]]| {
+            let mut req = Request::new(());
+            for id in ids {
+                req.headers_mut()
+                    .append(REQUEST_ID_HEADER, HeaderValue::from_bytes(id).unwrap());
+            }
+            let (id, ours) = identify(&req);
+            if ours {
+                set(&mut req, &id);
+            }
+            let sent: Vec<_> = req.headers().get_all(REQUEST_ID_HEADER).iter().collect();
+            (id, sent.len(), sent[0].clone())
+        };
+        let at_most = vec![b'a'; MAX_VISITOR_ID];
+        for keep in [&b"abc-123"[..], &at_most] {
+            let (id, n, sent) = with(&[keep]);
+            assert_eq!(id.as_bytes(), keep);
+            assert_eq!((n, sent.as_bytes()), (1, keep));
+        }
+        let one_past = vec![b'a'; MAX_VISITOR_ID + 1];
+        for replace in [&[&one_past[..]][..], &[b"has space"], &[b""], &[b"a", b"b"]] {
+            let (id, n, sent) = with(replace);
+            assert_eq!(id.len(), 16, "{replace:?}");
+            assert!(id.as_bytes().iter().all(u8::is_ascii_hexdigit));
+            assert_eq!((n, sent), (1, id), "{replace:?}");
+        }
+        let (none, _, _) = with(&[]);
+        let (other, _, _) = with(&[]);
+        assert_ne!(none, other);
+    }
+}

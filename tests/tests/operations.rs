@@ -1,0 +1,468 @@
+//! What an operator of `calvin-edge serve` watches: `/metrics` after known
+//! traffic, JSON log lines with the request id the origin saw, and that id
+//! on the edge's own error pages.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use calvin_tests::origin::Origin;
+use calvin_tests::serve_edge::ServeEdge;
+use calvin_tests::{CurlOutput, TestAgent, curl, curl_post, eventually, token_for, write_secret};
+
+const ZONE: &str = "preview.test";
+
+/// An edge with a certificate of its own, JSON logs, the admin listener on
+/// a free port, and `limits` in its [limits].
+async fn edge(dir: &Path, log: &str) -> ServeEdge {
+    let certs = calvin_edge::dev::load_or_create(&dir.join("certs"), ZONE).expect("certs");
+    let config = format!(
+        r#"domain = "{ZONE}"
+state_dir = "{state}"
+[admin]
+listen = "127.0.0.1:0"
+[listen]
+https = "127.0.0.1:0"
+http = "127.0.0.1:0"
+quic = "127.0.0.1:0"
+plain_http = "serve"
+[tls]
+cert_file = "{cert}"
+key_file = "{key}"
+[[accounts]]
+name = "a"
+token = "{token}"
+[log]
+{log}
+"#,
+        state = dir.join("state").display(),
+        cert = certs.dir.join("edge.pem").display(),
+        key = certs.dir.join("edge.key").display(),
+        token = token_for("a"),
+    );
+    write_secret(&dir.join("edge.toml"), &config);
+    ServeEdge::start_with(
+        &dir.join("edge.toml"),
+        &dir.join("edge.log"),
+        &["--log-format", "json"],
+    )
+    .await
+}
+
+/// Every line of the log, parsed: a line that is not a JSON object fails.
+fn json_lines(log: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: serde_json::Value =
+                serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+            assert!(v.is_object(), "{l}");
+            v
+        })
+        .collect()
+}
+
+fn access_lines(log: &str) -> Vec<serde_json::Value> {
+    json_lines(log)
+        .into_iter()
+        .filter(|v| v["target"] == "calvin_edge::access")
+        .collect()
+}
+
+fn series(m: &BTreeMap<String, f64>, name: &str) -> f64 {
+    m.get(name).copied().unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_match_known_traffic_and_json_logs_carry_the_request_id() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let edge = edge(dir.path(), "access = true").await;
+    let ca = dir.path().join("certs/ca.pem");
+    let origin = Origin::start().await;
+    let agent = TestAgent::start_to(edge.quic, &ca, &token_for("a")).await;
+    let created = agent.preview(origin.addr().port(), Some("web")).await;
+    assert!(created.listening, "{created:?}");
+    let https = edge.https.expect("https").port();
+    let resolve = format!("web.{ZONE}:{https}:127.0.0.1");
+    let nowhere = format!("nowhere.{ZONE}:{https}:127.0.0.1");
+    let url = |path: &str| format!("https://web.{ZONE}:{https}{path}");
+
+    let before = edge.metrics().await;
+    assert_eq!(series(&before, "calvin_edge_agents_connected"), 1.0);
+    assert_eq!(series(&before, "calvin_edge_previews_online"), 1.0);
+
+    // Known traffic: 5 GETs over HTTP/2, 3 uploads of 1,000 bytes over
+    // HTTP/1.1, 4 requests for a preview that does not exist.
+    let mut answers: Vec<CurlOutput> = Vec::new();
+    for _ in 0..5 {
+        let out = curl(&ca, &["--http2", "--resolve", &resolve, &url("/hello")]).await;
+        assert_eq!(
+            (out.status, out.http_version.as_str()),
+            (200, "2"),
+            "{out:?}"
+        );
+        answers.push(out);
+    }
+    let upload = vec![b'u'; 1000];
+    for _ in 0..3 {
+        let (out, _) = curl_post(
+            &ca,
+            &url("/echo"),
+            &upload,
+            &["--http1.1", "--resolve", &resolve],
+        )
+        .await;
+        assert_eq!((out.status, out.body.len()), (200, 1000), "{out:?}");
+        answers.push(out);
+    }
+    let mut refused_ids = Vec::new();
+    for _ in 0..4 {
+        let out = curl(
+            &ca,
+            &[
+                "--http1.1",
+                "--resolve",
+                &nowhere,
+                &format!("https://nowhere.{ZONE}:{https}/x"),
+            ],
+        )
+        .await;
+        assert_eq!(out.status, 404, "{out:?}");
+        assert_eq!(out.header("x-calvin-error"), Some("unknown-preview"));
+        // The error page names the request's id, as its header does.
+        let id = out.header("x-request-id").expect("x-request-id").to_owned();
+        assert_eq!(id.len(), 16, "{id}");
+        assert!(
+            out.text().contains(&format!("request id: {id}")),
+            "{}",
+            out.text()
+        );
+        refused_ids.push(id);
+        answers.push(out);
+    }
+    let sent: usize = answers.iter().map(|a| a.body.len()).sum();
+
+    // The bytes are counted when each response ends; the counts settle.
+    let settled = eventually(Duration::from_secs(5), || async {
+        let m = edge.metrics().await;
+        (series(&m, "calvin_edge_sent_bytes_total") >= sent as f64).then_some(m)
+    })
+    .await;
+    let m = match settled {
+        Some(m) => m,
+        None => panic!(
+            "sent bytes never reached {sent}:\n{:?}",
+            edge.metrics().await
+        ),
+    };
+    let requests = |protocol: &str, class: &str| {
+        series(
+            &m,
+            &format!(r#"calvin_edge_requests_total{{protocol="{protocol}",class="{class}"}}"#),
+        )
+    };
+    assert_eq!(requests("h2", "2xx"), 5.0);
+    assert_eq!(requests("h1", "2xx"), 3.0);
+    assert_eq!(requests("h1", "4xx"), 4.0);
+    assert_eq!(requests("h2", "4xx") + requests("h1", "5xx"), 0.0);
+    assert_eq!(
+        series(&m, "calvin_edge_request_duration_seconds_count"),
+        12.0
+    );
+    assert_eq!(series(&m, "calvin_edge_sent_bytes_total"), sent as f64);
+    assert_eq!(series(&m, "calvin_edge_received_bytes_total"), 3000.0);
+    assert_eq!(
+        series(&m, r#"calvin_edge_refusals_total{code="unknown-preview"}"#),
+        4.0
+    );
+    assert_eq!(
+        series(&m, r#"calvin_edge_refusals_total{code="agent-offline"}"#),
+        0.0
+    );
+    assert_eq!(series(&m, "calvin_edge_open_streams"), 0.0);
+    let rtt = series(&m, r#"calvin_edge_agent_rtt_seconds{stat="max"}"#);
+    assert!(rtt > 0.0 && rtt < 1.0, "{rtt}");
+
+    // The origin sees a request id: the edge's, or the visitor's own.
+    let seen = |out: &CurlOutput| -> String {
+        let pairs: Vec<(String, String)> = serde_json::from_slice(&out.body).expect("pairs");
+        let ids: Vec<&String> = pairs
+            .iter()
+            .filter(|(k, _)| k == "x-request-id")
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(ids.len(), 1, "{pairs:?}");
+        ids[0].clone()
+    };
+    let ours = curl(&ca, &["--resolve", &resolve, &url("/headers?token=secret")]).await;
+    let ours = seen(&ours);
+    assert_eq!(ours.len(), 16, "{ours}");
+    let theirs = curl(
+        &ca,
+        &[
+            "--resolve",
+            &resolve,
+            "-H",
+            "X-Request-Id: from-the-visitor-42",
+            &url("/headers"),
+        ],
+    )
+    .await;
+    assert_eq!(seen(&theirs), "from-the-visitor-42");
+
+    // JSON log lines, one object each; the access line of each request
+    // carries the id the origin saw, without the query.
+    let line_of = |id: &str| {
+        let id = id.to_owned();
+        let edge = &edge;
+        async move {
+            eventually(Duration::from_secs(5), || async {
+                access_lines(&edge.log())
+                    .into_iter()
+                    .find(|l| l["request_id"] == id.as_str())
+            })
+            .await
+            .unwrap_or_else(|| panic!("no access line for {id}:\n{}", edge.log()))
+        }
+    };
+    let line = line_of(&ours).await;
+    assert_eq!(line["preview"], "web");
+    assert_eq!(line["method"], "GET");
+    assert_eq!(line["path"], "/headers", "{line}");
+    assert_eq!(line["status"], 200);
+    assert_eq!(line["protocol"], "h2");
+    assert_eq!(line["bytes_in"], 0);
+    assert!(line["bytes_out"].as_u64().is_some_and(|n| n > 0), "{line}");
+    assert!(line["duration_ms"].as_f64().is_some(), "{line}");
+    assert!(
+        line["client"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("127.0.0.1:")),
+        "{line}"
+    );
+    assert!(line["timestamp"].is_string(), "{line}");
+    assert_eq!(line["level"], "INFO");
+    assert_eq!(line_of("from-the-visitor-42").await["status"], 200);
+    let refused = line_of(&refused_ids[0]).await;
+    assert_eq!(refused["status"], 404);
+    assert_eq!(refused["preview"], "nowhere");
+    let uploads: Vec<_> = access_lines(&edge.log())
+        .into_iter()
+        .filter(|l| l["path"] == "/echo")
+        .collect();
+    assert_eq!(uploads.len(), 3);
+    for upload in uploads {
+        assert_eq!(
+            (upload["bytes_in"].as_u64(), upload["bytes_out"].as_u64()),
+            (Some(1000), Some(1000)),
+            "{upload}"
+        );
+        assert_eq!(upload["protocol"], "http/1.1");
+    }
+    // The agent's lines are in its connection's span, with its account.
+    let connected = json_lines(&edge.log())
+        .into_iter()
+        .find(|l| l["message"] == "agent connected")
+        .unwrap_or_else(|| panic!("no agent line:\n{}", edge.log()));
+    assert_eq!(connected["spans"][0]["name"], "agent", "{connected}");
+    assert_eq!(connected["spans"][0]["account"], "a", "{connected}");
+    agent.stop().await;
+    edge.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_access_log_can_be_turned_off() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let edge = edge(dir.path(), "access = false").await;
+    let ca = dir.path().join("certs/ca.pem");
+    let https = edge.https.expect("https").port();
+    let out = curl(
+        &ca,
+        &[
+            "--resolve",
+            &format!("gone.{ZONE}:{https}:127.0.0.1"),
+            &format!("https://gone.{ZONE}:{https}/"),
+        ],
+    )
+    .await;
+    assert_eq!(out.status, 404);
+    // Counted all the same.
+    let m = eventually(Duration::from_secs(5), || async {
+        let m = edge.metrics().await;
+        (series(&m, r#"calvin_edge_refusals_total{code="unknown-preview"}"#) == 1.0).then_some(m)
+    })
+    .await;
+    assert!(m.is_some(), "{:?}", edge.metrics().await);
+    edge.stop().await;
+    let log = std::fs::read_to_string(dir.path().join("edge.log")).expect("log");
+    assert!(access_lines(&log).is_empty(), "{log}");
+    assert!(log.contains("edge stopped"), "{log}");
+}
+
+/// A load balancer polling `/readyz` learns of a stop at its start: 503
+/// while a slow request drains, and that request still gets its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_turns_503_when_a_stop_begins_and_requests_drain() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let edge = edge(dir.path(), "access = true").await;
+    let ca = dir.path().join("certs/ca.pem");
+    let origin = Origin::start().await;
+    let agent = TestAgent::start_to(edge.quic, &ca, &token_for("a")).await;
+    agent.preview(origin.addr().port(), Some("web")).await;
+    assert_eq!(edge.admin("/readyz").await, (200, "ready\n".to_owned()));
+
+    let https = edge.https.expect("https").port();
+    let resolve = format!("web.{ZONE}:{https}:127.0.0.1");
+    let slow_url = format!("https://web.{ZONE}:{https}/slow?ms=3000");
+    let slow = {
+        let ca = ca.clone();
+        tokio::spawn(async move { curl(&ca, &["--resolve", &resolve, &slow_url]).await })
+    };
+    // The request is under way at the origin before the stop.
+    let under_way = eventually(Duration::from_secs(5), || async {
+        let m = edge.metrics().await;
+        (series(&m, "calvin_edge_open_streams") == 1.0).then_some(())
+    })
+    .await;
+    assert!(under_way.is_some(), "{:?}", edge.metrics().await);
+    edge.signal("TERM").await;
+    let draining = eventually(Duration::from_secs(2), || async {
+        let (status, body) = edge.admin("/readyz").await;
+        (status == 503).then_some(body)
+    })
+    .await
+    .unwrap_or_else(|| panic!("still ready while stopping\n{}", edge.log()));
+    assert!(draining.contains("not serving"), "{draining}");
+    let answered = slow.await.expect("curl task");
+    assert_eq!((answered.status, answered.text().as_str()), (200, "slow\n"));
+    agent.stop().await;
+    edge.stop().await;
+}
+
+/// `calvin-agent up --metrics ADDR`: its connection state, connects and
+/// reconnects, the streams the edge opened and their bytes, and the local
+/// connects that failed, after known traffic and an edge restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_counts_its_connection_streams_bytes_and_refusals() {
+    use calvin_tests::{EdgeProcess, Process, preview_when_connected, silent_port};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let state = dir.path().join("edge");
+    let edge = EdgeProcess::start(&state, "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0").await;
+    let quic = edge.quic.to_string();
+    let path = |p: &Path| p.to_str().expect("utf-8").to_owned();
+    let socket = dir.path().join("agent.sock");
+    let mut agent = Process::start(
+        "calvin-agent",
+        &[
+            "up",
+            "--edge",
+            &quic,
+            "--token-file",
+            &path(&state.join("agent.token")),
+            "--ca",
+            &path(&state.join("ca.pem")),
+            "--server-name",
+            "localhost",
+            "--socket",
+            &path(&socket),
+            "--metrics",
+            "127.0.0.1:0",
+        ],
+    );
+    let metrics_at = agent.line_after("listening metrics ").await;
+    let metrics_url = format!("http://{}/metrics", metrics_at.trim_end_matches("/tcp"));
+    let scrape = || async {
+        let out = curl(Path::new("/dev/null"), &[&metrics_url]).await;
+        assert_eq!(out.status, 200, "{out:?}");
+        assert_eq!(
+            out.header("content-type"),
+            Some("application/openmetrics-text; version=1.0.0; charset=utf-8")
+        );
+        out.text()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let (k, v) = l.rsplit_once(' ')?;
+                Some((k.to_owned(), v.parse::<f64>().ok()?))
+            })
+            .collect::<BTreeMap<String, f64>>()
+    };
+
+    let origin = Origin::start().await;
+    let served = preview_when_connected(&socket, origin.addr().port()).await;
+    let silent = silent_port().await;
+    let unserved = preview_when_connected(&socket, silent).await;
+    let ca = state.join("ca.pem");
+    let upload = vec![b'x'; 5000];
+    for _ in 0..4 {
+        let (out, _) = curl_post(&ca, &format!("{}/echo", served.url), &upload, &[]).await;
+        assert_eq!((out.status, out.body.len()), (200, 5000), "{out:?}");
+    }
+    let out = curl(&ca, &[&format!("{}/x", unserved.url)]).await;
+    assert_eq!(
+        out.header("x-calvin-error"),
+        Some("not-listening"),
+        "{out:?}"
+    );
+
+    let m = eventually(Duration::from_secs(5), || async {
+        let m = scrape().await;
+        (series(
+            &m,
+            r#"calvin_agent_refused_connects_total{reason="connection-refused"}"#,
+        ) == 1.0)
+            .then_some(m)
+    })
+    .await
+    .unwrap_or_else(|| panic!("the refused connect was not counted"));
+    assert_eq!(
+        series(&m, r#"calvin_agent_connection_state{state="connected"}"#),
+        1.0
+    );
+    assert_eq!(series(&m, "calvin_agent_connects_total"), 1.0);
+    assert_eq!(series(&m, "calvin_agent_reconnects_total"), 0.0);
+    // Each upload took a stream of its own or reused a pooled one: at
+    // least one, and the refused connect took one more.
+    let streams = series(&m, "calvin_agent_streams_total");
+    assert!((2.0..=5.0).contains(&streams), "{m:?}");
+    // The edge keeps the upload's connections pooled: open, at most one
+    // per stream that was not refused.
+    let open = series(&m, "calvin_agent_open_streams");
+    assert!(open >= 1.0 && open < streams, "{m:?}");
+    // The origin got 4 bodies of 5,000 bytes and sent 4 back, each with a
+    // head of under 1 KiB.
+    let to_local = series(&m, "calvin_agent_sent_bytes_total");
+    let from_local = series(&m, "calvin_agent_received_bytes_total");
+    assert!((20_000.0..24_096.0).contains(&to_local), "{m:?}");
+    assert!((20_000.0..24_096.0).contains(&from_local), "{m:?}");
+    assert_eq!(
+        series(
+            &m,
+            r#"calvin_agent_refused_connects_total{reason="not-previewed"}"#
+        ),
+        0.0
+    );
+
+    // The edge restarts on the same addresses (its stateless resets tell
+    // the agent at once): one loss, one more connect.
+    let https = edge.https.to_string();
+    let http = edge.http.to_string();
+    drop(edge);
+    let _edge = EdgeProcess::start(&state, &https, &http, &quic).await;
+    let m = eventually(Duration::from_secs(30), || async {
+        let m = scrape().await;
+        (series(&m, "calvin_agent_connects_total") == 2.0).then_some(m)
+    })
+    .await
+    .unwrap_or_else(|| panic!("the agent never reconnected"));
+    assert_eq!(series(&m, "calvin_agent_reconnects_total"), 1.0, "{m:?}");
+    assert_eq!(
+        series(&m, r#"calvin_agent_connection_state{state="connected"}"#),
+        1.0
+    );
+    assert_eq!(
+        series(&m, r#"calvin_agent_connection_state{state="connecting"}"#),
+        0.0
+    );
+    agent.signal("TERM").await;
+}
