@@ -488,8 +488,7 @@ async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(
     let service = service_fn(|req: Request<Incoming>| {
         let arrived = std::time::Instant::now();
         let id = crate::request_log::new_id();
-        let id = id.to_str().unwrap_or("-");
-        let mut response = refusal.response(accepts_html(req.headers()), id);
+        let mut response = refusal.response(accepts_html(req.headers()), id.as_str());
         counts.refused(refusal);
         counts.answered(req.version(), response.status(), arrived.elapsed());
         response

@@ -24,7 +24,7 @@ use crate::metrics::Counts;
 use crate::rates::Rates;
 use crate::read_ahead::{self, BodyRules};
 use crate::request_body::{BodyOutcome, BodyWatch, MinRate, RequestBody};
-use crate::request_log::{self, AccessRecord, Counted, Finish};
+use crate::request_log::{self, AccessRecord, Counted, Finish, RequestId};
 pub use crate::rewrite::Scheme;
 use crate::rewrite::{drop_zone_cookies, requested_upgrade, rewrite_request, strip_hop_by_hop};
 use crate::route_table::{Lookup, RouteTable};
@@ -131,13 +131,12 @@ pub struct OwnAnswers {
 /// What a request's end is told of its way through the proxy.
 #[derive(Default)]
 struct Traced {
+    /// Whether the preview's name is asked for.
+    wants_preview: bool,
     /// The preview's name, once routed (asked only for the access line).
     preview: Option<String>,
     /// The request body's progress, once forwarded.
     upload: Option<BodyWatch>,
-    /// The id to give the request once its head passes the limits (when
-    /// the visitor's own is not kept).
-    set_id: Option<HeaderValue>,
 }
 
 impl Proxy {
@@ -199,7 +198,7 @@ impl Proxy {
         drain: &DrainGuard,
     ) -> Response<Body> {
         let arrived = Instant::now();
-        let (id, ours) = request_log::identify(&req);
+        let id = request_log::identify(&req);
         let version = req.version();
         let html = error_page::accepts_html(req.headers());
         let logged = self.access_log.load(Ordering::Relaxed)
@@ -209,12 +208,12 @@ impl Proxy {
             Box::new(AccessRecord::new(&req, id.clone(), visitor.peer, query))
         });
         let mut traced = Traced {
-            set_id: ours.then(|| id.clone()),
+            wants_preview: access.is_some(),
             ..Traced::default()
         };
-        let span = tracing::info_span!("request", id = id.to_str().unwrap_or("-"));
+        let span = tracing::info_span!("request", id = id.as_str());
         let forwarded = self
-            .forward(req, visitor, drain, &mut traced, access.is_some())
+            .forward(req, visitor, drain, &id, &mut traced)
             .instrument(span)
             .await;
         let response = match forwarded {
@@ -225,7 +224,7 @@ impl Proxy {
                 if access.is_some() && traced.preview.is_none() {
                     traced.preview = err.preview().map(PreviewName::to_string);
                 }
-                err.response(html, id.to_str().unwrap_or("-"))
+                err.response(html, id.as_str())
                     .map(Either::Right)
             }
         };
@@ -351,8 +350,8 @@ impl Proxy {
         mut req: Request<Incoming>,
         visitor: &Visitor,
         drain: &DrainGuard,
+        id: &RequestId,
         traced: &mut Traced,
-        name_wanted: bool,
     ) -> Result<Response<Answer>, EdgeError> {
         let arrived = tokio::time::Instant::now();
         if let Err(refused) = self.limits.check(&req) {
@@ -361,14 +360,14 @@ impl Proxy {
             }
             return Err(refused);
         }
-        if let Some(id) = &traced.set_id {
+        if id.ours() {
             request_log::set(&mut req, id);
         }
         let (name, host, upstream) = match self.route(&req, visitor, arrived).await? {
             Routed::To(name, host, upstream) => (name, host, upstream),
             Routed::Answered(response) => return Ok(*response),
         };
-        if name_wanted {
+        if traced.wants_preview {
             traced.preview = Some(name.to_string());
         }
 

@@ -26,22 +26,50 @@ use crate::request_body::BodyWatch;
 /// replaced with the edge's own.
 pub const MAX_VISITOR_ID: usize = 200;
 
-/// The request's id: the visitor's, or a new one; and whether the request
-/// must be given it (set in its headers, replacing the visitor's, once the
-/// head passes its limits: [`set`]).
-pub fn identify<B>(req: &Request<B>) -> (HeaderValue, bool) {
+/// A request's id: the visitor's (kept), or the edge's own, kept on the
+/// stack until the request needs it as a header (one allocation then).
+#[derive(Clone)]
+pub enum RequestId {
+    Theirs(HeaderValue),
+    Ours([u8; 16]),
+}
+
+impl RequestId {
+    pub fn as_str(&self) -> &str {
+        match self {
+            // A kept id is visible ASCII (see `acceptable`).
+            Self::Theirs(value) => value.to_str().unwrap_or("-"),
+            Self::Ours(digits) => std::str::from_utf8(digits).unwrap_or("-"),
+        }
+    }
+
+    /// Whether the request must be given this id (the visitor sent none,
+    /// or none kept).
+    pub fn ours(&self) -> bool {
+        matches!(self, Self::Ours(_))
+    }
+}
+
+/// The request's id: the visitor's when it sent one sane one, or a new
+/// one, which [`set`] gives the request once its head passes the limits.
+pub fn identify<B>(req: &Request<B>) -> RequestId {
     if let Some(theirs) = req.headers().get(REQUEST_ID_HEADER)
         && acceptable(theirs.as_bytes())
         && req.headers().get_all(REQUEST_ID_HEADER).iter().count() == 1
     {
-        return (theirs.clone(), false);
+        return RequestId::Theirs(theirs.clone());
     }
-    (new_id(), true)
+    new_id()
 }
 
-/// Gives the request its id, for the origin.
-pub fn set<B>(req: &mut Request<B>, id: &HeaderValue) {
-    req.headers_mut().insert(REQUEST_ID_HEADER, id.clone());
+/// Gives the request the edge's id, for the origin, replacing any the
+/// visitor sent.
+pub fn set<B>(req: &mut Request<B>, id: &RequestId) {
+    if let RequestId::Ours(digits) = id
+        && let Ok(value) = HeaderValue::from_bytes(digits)
+    {
+        req.headers_mut().insert(REQUEST_ID_HEADER, value);
+    }
 }
 
 fn acceptable(id: &[u8]) -> bool {
@@ -49,19 +77,19 @@ fn acceptable(id: &[u8]) -> bool {
 }
 
 /// 16 random lowercase hex digits.
-pub fn new_id() -> HeaderValue {
+pub fn new_id() -> RequestId {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bits: u64 = rand::random();
     let mut digits = [0u8; 16];
     for (i, digit) in digits.iter_mut().enumerate() {
         *digit = HEX[((bits >> (60 - 4 * i)) & 0xf) as usize];
     }
-    HeaderValue::from_bytes(&digits).unwrap_or(HeaderValue::from_static("0000000000000000"))
+    RequestId::Ours(digits)
 }
 
 /// What the access line says of a request besides its outcome.
 pub struct AccessRecord {
-    pub id: HeaderValue,
+    pub id: RequestId,
     pub method: Method,
     /// The path, with the query when `[log] access_query` asks for it.
     pub target: String,
@@ -72,7 +100,7 @@ pub struct AccessRecord {
 }
 
 impl AccessRecord {
-    pub fn new<B>(req: &Request<B>, id: HeaderValue, client: SocketAddr, query: bool) -> Self {
+    pub fn new<B>(req: &Request<B>, id: RequestId, client: SocketAddr, query: bool) -> Self {
         let uri = req.uri();
         let target = match (query, uri.path_and_query()) {
             (true, Some(pq)) => pq.as_str().to_owned(),
@@ -164,7 +192,7 @@ fn log_access(access: &AccessRecord, status: u16, received: u64, sent: u64, arri
     };
     tracing::info!(
         target: "calvin_edge::access",
-        request_id = access.id.to_str().unwrap_or("-"),
+        request_id = access.id.as_str(),
         preview = access.preview.as_deref().unwrap_or("-"),
         method = %access.method,
         path = %access.target,
@@ -190,12 +218,10 @@ mod tests {
                 req.headers_mut()
                     .append(REQUEST_ID_HEADER, HeaderValue::from_bytes(id).unwrap());
             }
-            let (id, ours) = identify(&req);
-            if ours {
-                set(&mut req, &id);
-            }
+            let id = identify(&req);
+            set(&mut req, &id);
             let sent: Vec<_> = req.headers().get_all(REQUEST_ID_HEADER).iter().collect();
-            (id, sent.len(), sent[0].clone())
+            (id.as_str().to_owned(), sent.len(), sent[0].clone())
         };
         let at_most = vec![b'a'; MAX_VISITOR_ID];
         for keep in [&b"abc-123"[..], &at_most] {
@@ -207,8 +233,8 @@ mod tests {
         for replace in [&[&one_past[..]][..], &[b"has space"], &[b""], &[b"a", b"b"]] {
             let (id, n, sent) = with(replace);
             assert_eq!(id.len(), 16, "{replace:?}");
-            assert!(id.as_bytes().iter().all(u8::is_ascii_hexdigit));
-            assert_eq!((n, sent), (1, id), "{replace:?}");
+            assert!(id.bytes().all(|b| b.is_ascii_hexdigit()));
+            assert_eq!((n, sent.to_str().unwrap()), (1, id.as_str()), "{replace:?}");
         }
         let (none, _, _) = with(&[]);
         let (other, _, _) = with(&[]);
