@@ -54,11 +54,15 @@ pub enum EdgeError {
     /// The edge is stopping, and its grace period for requests under way
     /// ran out.
     Stopping,
+    /// The edge restarted moments ago and the name is not claimed yet: its
+    /// agent may still be reconnecting (it waited as long as for an
+    /// offline preview).
+    NotBackYet(PreviewName),
 }
 
 impl EdgeError {
     /// Every [`code`](Self::code), in the order of the variants.
-    pub const CODES: [&'static str; 18] = [
+    pub const CODES: [&'static str; 19] = [
         "not-a-preview",
         "unknown-preview",
         "agent-offline",
@@ -77,6 +81,7 @@ impl EdgeError {
         "body-stalled",
         "rate-limited",
         "edge-stopping",
+        "not-back-yet",
     ];
 
     pub fn status(&self) -> StatusCode {
@@ -91,7 +96,9 @@ impl EdgeError {
             Self::BadRequestBody | Self::BadHost(_) => StatusCode::BAD_REQUEST,
             Self::Misdirected(_) => StatusCode::MISDIRECTED_REQUEST,
             Self::BodyTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::AccountBusy(..) | Self::Stopping => StatusCode::SERVICE_UNAVAILABLE,
+            Self::AccountBusy(..) | Self::Stopping | Self::NotBackYet(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::BodyTooSlow(..) | Self::BodyStalled(_) => StatusCode::REQUEST_TIMEOUT,
             Self::RateLimited(..) => StatusCode::TOO_MANY_REQUESTS,
         }
@@ -106,7 +113,8 @@ impl EdgeError {
             | Self::Timeout(n, ..)
             | Self::AgentNotAnswering(n, _)
             | Self::BadGateway(n, _)
-            | Self::AccountBusy(n, _) => Some(n),
+            | Self::AccountBusy(n, _)
+            | Self::NotBackYet(n) => Some(n),
             _ => None,
         }
     }
@@ -132,6 +140,7 @@ impl EdgeError {
             Self::BodyStalled(_) => "body-stalled",
             Self::RateLimited(..) => "rate-limited",
             Self::Stopping => "edge-stopping",
+            Self::NotBackYet(_) => "not-back-yet",
         }
     }
 
@@ -178,6 +187,9 @@ impl EdgeError {
             Self::Stopping => {
                 "the edge is restarting or stopping, and this request ran past its grace period; retry shortly".into()
             }
+            Self::NotBackYet(n) => format!(
+                "no preview named {n} yet: the edge restarted moments ago and the computers serving previews are still reconnecting; retry shortly"
+            ),
         }
     }
 
@@ -220,8 +232,9 @@ impl EdgeError {
             // The edge already waited for it to come back; a few seconds
             // more is a fair guess.
             Self::AgentOffline(_) | Self::NotListening(..) => Some(5),
-            // An edge restarting is back within seconds.
-            Self::Stopping => Some(5),
+            // An edge restarting is back within seconds, and its agents
+            // with it.
+            Self::Stopping | Self::NotBackYet(_) => Some(5),
             Self::AccountBusy(..) => Some(1),
             _ => None,
         }
@@ -344,11 +357,12 @@ mod tests {
             EdgeError::BadHost("x"),
             EdgeError::Misdirected("x".into()),
             EdgeError::BodyTooLarge(1),
-            EdgeError::AccountBusy(n, 1),
+            EdgeError::AccountBusy(n.clone(), 1),
             EdgeError::BodyTooSlow(1, 1),
             EdgeError::BodyStalled(1),
             EdgeError::RateLimited("x".into(), exceeded),
             EdgeError::Stopping,
+            EdgeError::NotBackYet(n.clone()),
         ];
         let codes: Vec<&str> = every.iter().map(EdgeError::code).collect();
         assert_eq!(codes, EdgeError::CODES);

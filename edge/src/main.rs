@@ -87,6 +87,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let shutdown = calvin_edge::shutdown_signal();
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .context("catching SIGHUP")?;
+    // A dev edge holds its state folder's lock while it runs, so that a
+    // `share --dev` of the same folder and addresses joins it.
+    let mut dev_lock = None;
     let edge = match cli.command {
         Command::Serve { config } => {
             let (mut file, _) = checked(&config, "; nothing was started")?;
@@ -118,6 +121,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Dev { args, admin } => {
             let (mut edge, state) = args.bind().await?;
+            if args.joinable() {
+                dev_lock = calvin_edge::dev::DevLock::try_take(&state.dir)?;
+            }
             if let Some(addr) = admin {
                 edge.bind_admin(addr).await.map_err(|e| {
                     anyhow::anyhow!(
@@ -146,6 +152,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
     });
     edge.run(shutdown).await;
+    drop(dev_lock);
     Ok(())
 }
 

@@ -224,8 +224,7 @@ impl Proxy {
                 if access.is_some() && traced.preview.is_none() {
                     traced.preview = err.preview().map(PreviewName::to_string);
                 }
-                err.response(html, id.as_str())
-                    .map(Either::Right)
+                err.response(html, id.as_str()).map(Either::Right)
             }
         };
         let status = response.status();
@@ -273,8 +272,8 @@ impl Proxy {
         }
     }
 
-    /// Waits (as long as for an offline preview, in the first seconds of a
-    /// restarted edge) for a name the table does not know to be claimed:
+    /// Waits (in the first seconds of a restarted edge) for a name the
+    /// table does not know to be claimed:
     /// after a restart the agents come back over those seconds, and their
     /// names would meanwhile answer "no such preview" (a 404 a link preview
     /// may keep). Its upstream once claimed and online, `None` past the
@@ -284,10 +283,13 @@ impl Proxy {
         name: &PreviewName,
         arrived: tokio::time::Instant,
     ) -> Option<Arc<Upstream>> {
-        // As long as for an offline preview, within the window.
+        // As long as for an offline preview, and as long again as an agent
+        // may take to learn that its connection is gone (its next
+        // keep-alive draws the new edge's stateless reset), within the
+        // window.
         let deadline = self
             .agents_returning_until?
-            .min(arrived + self.waits.reconnect);
+            .min(arrived + self.waits.reconnect + calvin_proto::KEEP_ALIVE_INTERVAL);
         loop {
             let woken = self.routes.added().notified();
             tokio::pin!(woken);
@@ -503,6 +505,14 @@ impl Proxy {
             {
                 match Box::pin(self.first_claimed(&name, arrived)).await {
                     Some(upstream) => upstream,
+                    // Its agent may still be on its way: not a 404 (which
+                    // a link preview may keep), a 503 to retry.
+                    None if self
+                        .agents_returning_until
+                        .is_some_and(|until| tokio::time::Instant::now() < until) =>
+                    {
+                        return Err(EdgeError::NotBackYet(name));
+                    }
                     None => return Err(EdgeError::UnknownName(name)),
                 }
             }

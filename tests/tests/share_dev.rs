@@ -427,3 +427,32 @@ async fn a_dev_port_taken_by_another_program_is_still_an_error() {
     assert!(!stderr.contains("joined"), "{stderr}");
     assert!(out.stdout.is_empty(), "no URL: {out:?}");
 }
+
+/// `calvin-edge dev` on the same folder and addresses runs the dev edge a
+/// `share --dev` joins, as a share's would be; when it stops, the share
+/// takes the edge over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_share_joins_the_dev_edge_of_calvin_edge_dev() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let flags = DevFlags::new(state.path().join("dev"));
+    // The edge's flags are the share's without --dev.
+    let edge_args: Vec<String> = flags.args().into_iter().skip(1).collect();
+    let mut edge = Process::spawn({
+        let mut command = tokio::process::Command::new(binary("calvin-edge"));
+        command.arg("dev").args(&edge_args);
+        command
+    });
+    edge.line_after("previews ").await;
+    let origin = NamedOrigin::start("web").await;
+    let share = Share::start("share", origin.port, &flags, false).await;
+    assert!(share.joined(), "{}", share.stderr());
+    assert!(serves(&flags.ca(), &share.url, "web").await);
+
+    // The edge stops: the share takes it over and its URL serves again.
+    send_signal(&edge.child, "TERM").await;
+    let since = Instant::now();
+    let gaps = all_serve(&flags.ca(), &[(&share, "web")], since).await;
+    eprintln!("served again {:?} after calvin-edge dev stopped", gaps[0]);
+    assert!(share.took_over(), "{}", share.stderr());
+    share.interrupt().await;
+}
