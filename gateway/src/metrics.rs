@@ -5,7 +5,7 @@
 //! Socket Mode.
 //!
 //! Every label takes few values: a tool is one of
-//! [`crate::tools::TOOL_NAMES`] (any other name is `unknown`), a Slack
+//! [`crate::tools::tool_names`] (any other name is `unknown`), a Slack
 //! method a name written in `slack.rs` (a `&'static str`), an outcome one
 //! of its enum's. No series is per session, channel or person. A series
 //! appears at its first count.

@@ -140,8 +140,8 @@ pub const CHAT_TOOLS: [&str; 8] = [
     "send_dm",
 ];
 
-/// Every tool's name, in every mode (the label of its calls' metrics).
-pub const TOOL_NAMES: [&str; 17] = [
+/// agent-tools.txt's tools, in every mode.
+pub const AGENT_TOOLS: [&str; 9] = [
     "send_file",
     "post_card",
     "checkout_repo",
@@ -151,19 +151,16 @@ pub const TOOL_NAMES: [&str; 17] = [
     "request_secret",
     "preview",
     "unpreview",
-    "permission_prompt",
-    "read_post",
-    "react_to_post",
-    "update_own_post",
-    "list_thread",
-    "read_channel_history",
-    "search_messages",
-    "send_dm",
 ];
 
-/// `name` as one of [`TOOL_NAMES`], if it is one.
+/// Every tool's name, in every mode (the label of its calls' metrics).
+pub fn tool_names() -> impl Iterator<Item = &'static str> {
+    AGENT_TOOLS.into_iter().chain(CHAT_TOOLS)
+}
+
+/// `name` as one of [`tool_names`], if it is one.
 pub fn known_tool(name: &str) -> Option<&'static str> {
-    TOOL_NAMES.iter().find(|t| **t == name).copied()
+    tool_names().find(|t| *t == name)
 }
 
 /// The family's answer: `{"ok": true, ...}` (the tool's structured
@@ -811,7 +808,7 @@ mod tests {
     #[test]
     fn tool_names_are_every_defined_tool() {
         let defined: Vec<String> = all_tools().iter().map(|t| t.name.to_string()).collect();
-        assert_eq!(defined, TOOL_NAMES);
+        assert_eq!(defined, tool_names().collect::<Vec<_>>());
         assert_eq!(known_tool("post_card"), Some("post_card"));
         assert_eq!(known_tool("post_cards"), None);
     }
