@@ -15,11 +15,16 @@ fn main() -> ExitCode {
 
 async fn main_async() -> ExitCode {
     let cli = cli::Cli::parse();
-    calvin_common::process::init_tracing(cli.log_filter(), cli.log_format);
+    let format = cli.log_format;
+    calvin_common::process::init_tracing(cli.log_filter(), format);
     match cli::run(cli).await {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("calvin-agent: {err:#}");
+            calvin_common::process::say(
+                format,
+                calvin_common::process::Level::ERROR,
+                &format!("calvin-agent: {err:#}"),
+            );
             ExitCode::FAILURE
         }
     }

@@ -304,6 +304,7 @@ impl HttpServer {
             return Ok(Opened::Http2(Rewind::new(opening, stream)));
         }
         let mut gate = FramingGate::with_opening(stream, self.head_limits, &opening);
+        gate.count_in(self.proxy.counts().clone());
         let head = async {
             while !gate.first_head_done() {
                 gate.read_more().await?;
@@ -487,7 +488,7 @@ async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(
 ) {
     let service = service_fn(|req: Request<Incoming>| {
         let arrived = std::time::Instant::now();
-        let id = crate::request_log::new_id();
+        let id = crate::request_log::identify(&req);
         let mut response = refusal.response(accepts_html(req.headers()), id.as_str());
         counts.refused(refusal);
         counts.answered(req.version(), response.status(), arrived.elapsed());

@@ -214,8 +214,7 @@ impl Edge {
             guesses: guesses::Guesses::default(),
             connected: Arc::default(),
             account_streams: dashmap::DashMap::new(),
-            connections: dashmap::DashMap::new(),
-            lost_packets_ended: Default::default(),
+            connections: Default::default(),
             counts: counts.clone(),
         });
         let metrics = Arc::new(Metrics::new(

@@ -4,11 +4,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
+use calvin_common::process::{LogFormat, say};
 use calvin_edge::check_config::{self, Problem};
 use calvin_edge::config::ConfigFile;
 use calvin_edge::dev::DevArgs;
 use calvin_edge::{Bound, Edge, StartError};
 use clap::{Parser, Subcommand};
+use tracing::Level;
 
 /// mimalloc instead of glibc's allocator: a request's few allocations of a
 /// kilobyte or more made glibc consolidate its small-chunk bins on every
@@ -72,17 +74,19 @@ fn main() -> ExitCode {
 
 async fn main_async() -> ExitCode {
     let cli = Cli::parse();
-    calvin_edge::init_tracing(cli.log_format);
+    let format = cli.log_format;
+    calvin_edge::init_tracing(format);
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("calvin-edge: {err:#}");
+            say(format, Level::ERROR, &format!("calvin-edge: {err:#}"));
             ExitCode::FAILURE
         }
     }
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
+    let format = cli.log_format;
     // Caught before anything starts, so none is lost to the default action.
     let shutdown = calvin_edge::shutdown_signal();
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
@@ -92,7 +96,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let mut dev_lock = None;
     let edge = match cli.command {
         Command::Serve { config } => {
-            let (mut file, _) = checked(&config, "; nothing was started")?;
+            let (mut file, _) = checked(&config, "; nothing was started", format)?;
             let (admin, log) = (file.admin.listen.take(), file.log.take());
             let settings = file.into_settings()?;
             let mut edge = Edge::bind(settings).await.map_err(|e| match e {
@@ -115,15 +119,26 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             edge
         }
         Command::CheckConfig { config } => {
-            let (_, summary) = checked(&config, "")?;
+            let (_, summary) = checked(&config, "", format)?;
             println!("{summary}");
             return Ok(());
         }
         Command::Dev { args, admin } => {
-            let (mut edge, state) = args.bind().await?;
+            // The lock first: while a `share --dev` runs this folder's edge
+            // (or is taking it over), this one does not start beside it.
+            let mut new_ca = false;
             if args.joinable() {
+                let state = args.state()?;
+                new_ca = state.new_ca;
                 dev_lock = calvin_edge::dev::DevLock::try_take(&state.dir)?;
+                anyhow::ensure!(
+                    dev_lock.is_some(),
+                    "a share --dev already runs the dev edge of {}; it serves your previews",
+                    state.dir.display()
+                );
             }
+            let (mut edge, state) = args.bind().await?;
+            let new_ca = new_ca || state.new_ca;
             if let Some(addr) = admin {
                 edge.bind_admin(addr).await.map_err(|e| {
                     anyhow::anyhow!(
@@ -131,12 +146,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     )
                 })?;
             }
-            if state.new_ca {
-                eprintln!(
+            if new_ca {
+                let note = format!(
                     "made a new local CA: trust {} (it can vouch only for {} and localhost)",
                     state.ca_path().display(),
                     args.domain
                 );
+                say(format, Level::WARN, &note);
             }
             println!("state {}", state.dir.display());
             println!("ca {}", state.ca_path().display());
@@ -158,10 +174,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 
 /// The configuration at `path` if it has no problem; else each problem on
 /// a line of its own (stderr) and an error that counts them.
-fn checked(path: &Path, then: &str) -> anyhow::Result<(ConfigFile, String)> {
+fn checked(path: &Path, then: &str, format: LogFormat) -> anyhow::Result<(ConfigFile, String)> {
     check_config::check(path).map_err(|problems: Vec<Problem>| {
         for problem in &problems {
-            eprintln!("{problem}");
+            say(format, Level::ERROR, &problem.to_string());
         }
         let n = problems.len();
         anyhow::anyhow!(

@@ -84,6 +84,20 @@ impl HandshakeFailure {
     }
 }
 
+/// The codes of the refusals the HTTP/1 framing gate answers itself
+/// ([`crate::h1_framing`]), besides [`EdgeError::CODES`] (which has its
+/// `too-many-headers`).
+pub const GATE_CODES: [&str; 3] = [
+    "bad-request",
+    "head-too-large",
+    "unsupported-transfer-coding",
+];
+
+/// Every refusal's code, the edge's and the framing gate's.
+fn refusal_codes() -> impl Iterator<Item = &'static str> {
+    EdgeError::CODES.into_iter().chain(GATE_CODES)
+}
+
 /// How the zone's DNS answered a query (its response code).
 pub const DNS_ANSWERS: [&str; 6] = [
     "noerror", "nxdomain", "refused", "formerr", "notimp", "other",
@@ -105,8 +119,8 @@ struct CountsInner {
     received: Counter,
     /// Body bytes to visitors (and to them through upgraded streams).
     sent: Counter,
-    /// By [`EdgeError::CODES`].
-    refusals: [Counter; EdgeError::CODES.len()],
+    /// By [`refusal_codes`].
+    refusals: [Counter; EdgeError::CODES.len() + GATE_CODES.len()],
     handshakes: [Counter; HandshakeFailure::ALL.len()],
     /// By [`DNS_ANSWERS`].
     dns: [Counter; DNS_ANSWERS.len()],
@@ -159,9 +173,14 @@ impl Counts {
 
     /// The edge answered with one of its own errors.
     pub fn refused(&self, error: &EdgeError) {
+        self.refused_as(error.code());
+    }
+
+    /// The edge refused a request with the error `code` (its
+    /// `x-calvin-error`).
+    pub fn refused_as(&self, code: &str) {
         let Some(c) = self.on() else { return };
-        let code = error.code();
-        if let Some(i) = EdgeError::CODES.iter().position(|known| *known == code) {
+        if let Some(i) = refusal_codes().position(|known| known == code) {
             c.refusals[i].inc();
         }
     }
@@ -294,10 +313,9 @@ impl Collector for Counts {
             &mut encoder,
             "refusals",
             "Requests the edge answered itself with an error, by its x-calvin-error code",
-            EdgeError::CODES
-                .iter()
+            refusal_codes()
                 .zip(&c.refusals)
-                .map(|(code, n)| ([("code", *code)], n)),
+                .map(|(code, n)| ([("code", code)], n)),
         )?;
         counters(
             &mut encoder,
@@ -561,7 +579,7 @@ mod tests {
     #[test]
     fn every_refusal_code_and_cause_has_its_series_from_the_start() {
         let text = Metrics::new(Counts::default(), live()).encode();
-        for code in EdgeError::CODES {
+        for code in refusal_codes() {
             let series = format!(r#"calvin_edge_refusals_total{{code="{code}"}}"#);
             assert_eq!(value(&text, &series), Some(0.0), "{series}");
         }

@@ -39,29 +39,49 @@ pub(crate) struct AgentHub {
     pub guesses: crate::guesses::Guesses,
     /// Agents welcomed and not yet gone (for the health report).
     pub connected: Arc<std::sync::atomic::AtomicUsize>,
-    /// Their connections, by QUIC's stable id (for the metrics' paths).
-    pub connections: dashmap::DashMap<usize, quinn::Connection>,
-    /// Packets lost by agents' connections that have ended.
-    pub lost_packets_ended: std::sync::atomic::AtomicU64,
+    /// Their connections (for the metrics' paths), and the packets lost by
+    /// those that ended: under one lock, taken once per agent connection
+    /// and per scrape, so a scrape never sees a connection's losses move
+    /// from one to the other half done (the counter would go down).
+    pub connections: std::sync::Mutex<Connections>,
     pub counts: Counts,
+}
+
+/// The agents' connections by QUIC's stable id, and the packets lost by
+/// those that ended.
+#[derive(Default)]
+pub(crate) struct Connections {
+    open: HashMap<usize, quinn::Connection>,
+    lost_by_ended: u64,
 }
 
 impl AgentHub {
     /// The open connections' RTTs, and the packets lost by every agent
     /// connection, open or ended.
     pub fn paths(&self) -> (Vec<Duration>, u64) {
-        let mut lost = self
-            .lost_packets_ended
-            .load(std::sync::atomic::Ordering::Relaxed);
-        let rtts = self
-            .connections
-            .iter()
+        let connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        let mut lost = connections.lost_by_ended;
+        let rtts = connections
+            .open
+            .values()
             .map(|conn| {
                 lost += conn.stats().path.lost_packets;
                 conn.rtt()
             })
             .collect();
         (rtts, lost)
+    }
+
+    fn connection_opened(&self, conn: &quinn::Connection) {
+        let mut connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        connections.open.insert(conn.stable_id(), conn.clone());
+    }
+
+    fn connection_ended(&self, conn: &quinn::Connection) {
+        let mut connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+        if connections.open.remove(&conn.stable_id()).is_some() {
+            connections.lost_by_ended += conn.stats().path.lost_packets;
+        }
     }
 
     /// Requests under way to origins, over every account.
@@ -185,10 +205,7 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
         .hub
         .connected
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    session
-        .hub
-        .connections
-        .insert(session.conn.stable_id(), session.conn.clone());
+    session.hub.connection_opened(&session.conn);
     info!(
         account = %session.account,
         restored = welcome.restored.len(),
@@ -388,11 +405,7 @@ impl Session {
         self.hub
             .connected
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        self.hub.connections.remove(&self.conn.stable_id());
-        self.hub.lost_packets_ended.fetch_add(
-            self.conn.stats().path.lost_packets,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        self.hub.connection_ended(&self.conn);
         info!(account = %self.account, previews = self.held.len(), "agent disconnected");
     }
 }

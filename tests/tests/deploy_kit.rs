@@ -346,12 +346,21 @@ fn kubernetes_manifests_validate_and_hold_what_the_edge_needs() {
     let of_kind =
         |kind: &str| -> Vec<&Value> { documents.iter().filter(|d| d["kind"] == kind).collect() };
 
-    // The Service: visitors, agents and the zone's DNS.
+    // The Services: visitors, agents and the zone's DNS. The DNS must
+    // answer before the edge is ready (its first certificate's DNS-01
+    // challenges are this edge's own answers): its Service publishes
+    // addresses that are not ready.
     let mut exposed = BTreeSet::new();
     for service in of_kind("Service") {
+        let early = service["spec"]["publishNotReadyAddresses"] == true;
         for port in service["spec"]["ports"].as_array().expect("ports") {
             let protocol = port["protocol"].as_str().unwrap_or("TCP");
-            exposed.insert((protocol.to_owned(), port["port"].as_u64().expect("port")));
+            let number = port["port"].as_u64().expect("port");
+            assert!(
+                number != 53 || early,
+                "the Service of port 53 must set publishNotReadyAddresses: {service}"
+            );
+            exposed.insert((protocol.to_owned(), number));
         }
     }
     for wanted in [

@@ -120,6 +120,13 @@ async fn dig_sees_the_zone_over_udp_and_tcp() {
             assert!(out.contains("ANSWER: 0"), "{out}");
         }
     }
+    // The metrics count the answers by code: the loop's NXDOMAIN once per
+    // transport, its three REFUSED twice.
+    let m = edge.metrics().await;
+    let answers = |code: &str| m[&format!(r#"calvin_edge_dns_queries_total{{answer="{code}"}}"#)];
+    assert_eq!(answers("nxdomain"), 2.0, "{m:?}");
+    assert_eq!(answers("refused"), 6.0, "{m:?}");
+    assert!(answers("noerror") >= 8.0, "{m:?}");
     edge.stop().await;
 }
 

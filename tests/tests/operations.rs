@@ -69,8 +69,11 @@ fn access_lines(log: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// A series' value; a series that is not there fails (a wrong name must
+/// not read as 0).
 fn series(m: &BTreeMap<String, f64>, name: &str) -> f64 {
-    m.get(name).copied().unwrap_or(0.0)
+    *m.get(name)
+        .unwrap_or_else(|| panic!("no series {name} in {m:?}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -182,6 +185,52 @@ async fn metrics_match_known_traffic_and_json_logs_carry_the_request_id() {
     assert_eq!(series(&m, "calvin_edge_open_streams"), 0.0);
     let rtt = series(&m, r#"calvin_edge_agent_rtt_seconds{stat="max"}"#);
     assert!(rtt > 0.0 && rtt < 1.0, "{rtt}");
+
+    // Handshakes that fail: a visitor speaking plain HTTP to the HTTPS
+    // port, an agent with a token the edge does not know.
+    let failures = |m: &BTreeMap<String, f64>, side: &str, cause: &str| {
+        series(
+            m,
+            &format!(r#"calvin_edge_handshake_failures_total{{side="{side}",cause="{cause}"}}"#),
+        )
+    };
+    assert_eq!(failures(&m, "visitor", "tls-error"), 0.0);
+    assert_eq!(failures(&m, "agent", "bad-token"), 0.0);
+    let plain = calvin_tests::exchange(
+        edge.https.expect("https"),
+        b"GET / HTTP/1.1\r\nHost: web.preview.test\r\n\r\n",
+    )
+    .await;
+    assert!(plain.statuses().is_empty(), "{}", plain.text);
+    let stranger = TestAgent::spawn_to(edge.quic, &ca, &token_for("nobody")).await;
+    let counted = eventually(Duration::from_secs(5), || async {
+        let m = edge.metrics().await;
+        (failures(&m, "visitor", "tls-error") == 1.0 && failures(&m, "agent", "bad-token") == 1.0)
+            .then_some(())
+    })
+    .await;
+    assert!(counted.is_some(), "{:?}", edge.metrics().await);
+    stranger.stop().await;
+
+    // The HTTP/1 framing gate's own refusals count as requests and by code.
+    let smuggled = calvin_tests::exchange(
+        edge.http.expect("http"),
+        b"POST /x HTTP/1.1\r\nHost: web.preview.test\r\nContent-Length: 3\r\n\
+          Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    )
+    .await;
+    assert_eq!(smuggled.statuses(), [400], "{}", smuggled.text);
+    let counted = eventually(Duration::from_secs(5), || async {
+        let m = edge.metrics().await;
+        (series(&m, r#"calvin_edge_refusals_total{code="bad-request"}"#) == 1.0
+            && series(
+                &m,
+                r#"calvin_edge_requests_total{protocol="h1",class="4xx"}"#,
+            ) == 5.0)
+            .then_some(())
+    })
+    .await;
+    assert!(counted.is_some(), "{:?}", edge.metrics().await);
 
     // The origin sees a request id: the edge's, or the visitor's own.
     let seen = |out: &CurlOutput| -> String {
@@ -465,4 +514,52 @@ async fn the_agent_counts_its_connection_streams_bytes_and_refusals() {
         0.0
     );
     agent.signal("TERM").await;
+}
+
+/// With `--log-format json`, what the edge says of a bad configuration
+/// and of its failure is JSON too: every stderr line parses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_carry_the_configuration_problems_too() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("edge.toml");
+    write_secret(
+        &config,
+        "domain = \"preview.test\"\nstate_dir = \"/tmp/x\"\nlisten_port = 1\n[limits]\ngrace_period_secs = 99999\n",
+    );
+    for command in ["check-config", "serve"] {
+        let mut args = vec!["--log-format", "json", command];
+        if command == "serve" {
+            args.push("--config");
+        }
+        let out = tokio::process::Command::new(calvin_tests::binary("calvin-edge"))
+            .args(&args)
+            .arg(&config)
+            .output()
+            .await
+            .expect("calvin-edge runs");
+        assert_eq!(out.status.code(), Some(1), "{command}");
+        let lines = json_lines(&String::from_utf8_lossy(&out.stderr));
+        let messages: Vec<&str> = lines
+            .iter()
+            .map(|l| l["message"].as_str().expect("a message"))
+            .collect();
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.contains(": listen_port: unknown field")),
+            "{command}: {messages:?}"
+        );
+        assert!(
+            messages.iter().any(|m| m
+                .contains(": limits.grace_period_secs: grace_period_secs must be from 0 to 3600")),
+            "{command}: {messages:?}"
+        );
+        assert!(
+            messages
+                .last()
+                .is_some_and(|m| m.starts_with("calvin-edge: ")),
+            "{command}: {messages:?}"
+        );
+        assert!(lines.iter().all(|l| l["level"] == "ERROR"), "{lines:?}");
+    }
 }

@@ -65,6 +65,8 @@ pub struct FramingGate<S> {
     ready: u64,
     /// A refused request: answered when hyper closes the connection.
     refusal: Option<Refusal>,
+    /// Where a refusal answered is counted, when it is.
+    counts: Option<crate::metrics::Counts>,
     /// Requests passed before it, and final answers hyper has written: the
     /// read ends (and hyper closes) only once every one is answered.
     passed: u64,
@@ -91,6 +93,11 @@ impl<S> FramingGate<S> {
             gate.run_checker();
         }
         gate
+    }
+
+    /// Counts the refusal it answers (a request, and the refusal's code).
+    pub fn count_in(&mut self, counts: crate::metrics::Counts) {
+        self.counts = Some(counts);
     }
 
     pub fn get_mut(&mut self) -> &mut S {
@@ -135,6 +142,7 @@ impl<S> FramingGate<S> {
             checked: 0,
             ready: 0,
             refusal: None,
+            counts: None,
             passed: 0,
             answers: 0,
             fail_at: None,
@@ -356,6 +364,12 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for FramingGate<S> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
         if let Some(refusal) = this.refusal.take() {
+            if let Some(counts) = &this.counts {
+                counts.refused_as(refusal.code);
+                let status = http::StatusCode::from_u16(refusal.status)
+                    .unwrap_or(http::StatusCode::BAD_REQUEST);
+                counts.answered(http::Version::HTTP_11, status, std::time::Duration::ZERO);
+            }
             this.answer = Some((refusal.response(), 0));
         }
         if let Some((answer, written)) = &mut this.answer {
