@@ -770,3 +770,122 @@ fn example_edge_toml_passes_check_config() {
         "{summary}"
     );
 }
+
+/// No Docker engine runs here: the stages' commands run on the host
+/// instead, as far as a host allows. The builder's `cargo build` with its
+/// flags but `--release` (the dev profile the tests built already: the
+/// same packages, `--locked` against Cargo.lock), then its `install` into a
+/// folder standing for `/out`; each binary there starts. The runtime's
+/// `setcap` on the copied edge, then `getcap` reads it back (root, with
+/// libcap2-bin). Not run: apt-get, groupadd and useradd, which would change
+/// the host itself.
+#[test]
+fn the_stages_commands_run_on_the_host() {
+    let text = read(&deploy("Dockerfile"));
+    let stages = stages(&text);
+    let builder = stages
+        .iter()
+        .find(|s| s.all("RUN").any(|r| r.contains("cargo build")))
+        .expect("a stage runs cargo build");
+    let run = builder
+        .all("RUN")
+        .find(|r| r.contains("cargo build"))
+        .expect("RUN");
+    // `--mount=...` flags, then `cargo build ... && install -D -m 0755 -t /out FILES`.
+    let command = run
+        .split_whitespace()
+        .skip_while(|w| w.starts_with("--mount"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let (build, install) = command.split_once(" && ").expect("cargo build && install");
+    let build_args: Vec<&str> = build
+        .split_whitespace()
+        .skip(2)
+        .filter(|a| *a != "--release")
+        .collect();
+    assert_eq!(
+        &build.split_whitespace().take(2).collect::<Vec<_>>(),
+        &["cargo", "build"]
+    );
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| env!("CARGO").to_owned());
+    let built = Command::new(cargo)
+        .arg("build")
+        .args(&build_args)
+        .current_dir(repo())
+        .output()
+        .expect("cargo build");
+    assert!(built.status.success(), "{}", output_text(&built));
+
+    let out = tempfile::tempdir().expect("tempdir");
+    let install: Vec<String> = install
+        .split_whitespace()
+        .map(|w| match w {
+            "/out" => out.path().display().to_string(),
+            _ => w.replace("target/release/", "target/debug/"),
+        })
+        .collect();
+    assert_eq!(install[0], "install", "{install:?}");
+    let installed = Command::new("install")
+        .args(&install[1..])
+        .current_dir(repo())
+        .output()
+        .expect("install runs");
+    assert!(installed.status.success(), "{}", output_text(&installed));
+    let copied: Vec<PathBuf> = std::fs::read_dir(out.path())
+        .expect("out")
+        .map(|e| e.expect("entry").path())
+        .collect();
+    assert_eq!(copied.len(), 4, "{copied:?}");
+    // Each starts and is what its name says (calvin-send-file, run outside
+    // a session, says it finds no gateway: under its own name).
+    for binary in &copied {
+        let name = binary.file_name().expect("name").to_string_lossy();
+        let ran = Command::new(binary).arg("--help").output().expect("runs");
+        assert!(
+            output_text(&ran).contains(&*name),
+            "{}: {}",
+            binary.display(),
+            output_text(&ran)
+        );
+    }
+
+    // The runtime's capability, on the copied edge.
+    let runtime = stages.last().expect("runtime");
+    let setcap = runtime
+        .all("RUN")
+        .flat_map(|r| r.split(';'))
+        .map(str::trim)
+        .find(|c| c.starts_with("setcap "))
+        .expect("the runtime sets the edge's capability");
+    let as_root = rustix::process::geteuid().as_raw() == 0;
+    if !as_root
+        || !tool_or_skip(
+            "setcap",
+            "setcap",
+            &["-v", "-h"],
+            "apt-get install libcap2-bin",
+        )
+    {
+        eprintln!("skipped setcap: it needs root and libcap2-bin");
+        return;
+    }
+    let edge = out.path().join("calvin-edge");
+    let words: Vec<String> = setcap
+        .split_whitespace()
+        .map(|w| match w {
+            "/usr/local/bin/calvin-edge" => edge.display().to_string(),
+            _ => w.to_owned(),
+        })
+        .collect();
+    let set = Command::new(&words[0])
+        .args(&words[1..])
+        .output()
+        .expect("setcap");
+    assert!(set.status.success(), "{}", output_text(&set));
+    let got = Command::new("getcap").arg(&edge).output().expect("getcap");
+    assert!(
+        String::from_utf8_lossy(&got.stdout).contains("cap_net_bind_service=ep"),
+        "{}",
+        output_text(&got)
+    );
+}
