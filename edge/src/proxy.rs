@@ -668,7 +668,10 @@ async fn splice_upgraded(origin: hyper::upgrade::OnUpgrade, upgrade: Upgrade) {
             return;
         }
     };
-    let mut visitor = TokioIo::new(visitor);
+    let mut visitor = CountedIo {
+        inner: TokioIo::new(visitor),
+        counts,
+    };
     let Some((tunnel, early)) = upstream::switched(origin) else {
         debug!("upgraded upstream is not a tunnel stream");
         return;
@@ -685,12 +688,60 @@ async fn splice_upgraded(origin: hyper::upgrade::OnUpgrade, upgrade: Upgrade) {
             return;
         }
     }
-    let early = early.iter().map(|e| e.len() as u64).sum::<u64>();
-    match tokio::io::copy_bidirectional(&mut visitor, &mut tunnel).await {
-        Ok((received, sent)) => counts.moved(received, sent + early),
-        Err(err) => {
-            debug!(%err, "upgraded connection cut off");
-            tunnel.get_mut().abort();
+    if let Err(err) = tokio::io::copy_bidirectional(&mut visitor, &mut tunnel).await {
+        debug!(%err, "upgraded connection cut off");
+        tunnel.get_mut().abort();
+    }
+}
+
+/// An upgraded visitor connection whose bytes count as they move, each
+/// way (a WebSocket that lives for hours shows in the metrics meanwhile,
+/// and one cut off counts what it moved).
+struct CountedIo<T> {
+    inner: T,
+    counts: Counts,
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for CountedIo<T> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        let read = buf.filled().len() - before;
+        if read > 0 {
+            self.counts.moved(read as u64, 0);
         }
+        polled
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for CountedIo<T> {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let std::task::Poll::Ready(Ok(n)) = &polled {
+            self.counts.moved(0, *n as u64);
+        }
+        polled
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }

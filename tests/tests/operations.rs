@@ -563,3 +563,54 @@ async fn json_logs_carry_the_configuration_problems_too() {
         assert!(lines.iter().all(|l| l["level"] == "ERROR"), "{lines:?}");
     }
 }
+
+/// A WebSocket's bytes count as they move, while it is open, and one cut
+/// off keeps what it moved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_bytes_count_while_the_socket_is_open() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let edge = edge(dir.path(), "access = true").await;
+    let ca = dir.path().join("certs/ca.pem");
+    let origin = Origin::start().await;
+    let agent = TestAgent::start_to(edge.quic, &ca, &token_for("a")).await;
+    agent.preview(origin.addr().port(), Some("web")).await;
+    let bytes = |m: &BTreeMap<String, f64>| {
+        (
+            series(m, "calvin_edge_received_bytes_total"),
+            series(m, "calvin_edge_sent_bytes_total"),
+        )
+    };
+    let before = bytes(&edge.metrics().await);
+
+    let http = edge.http.expect("http");
+    let tcp = tokio::net::TcpStream::connect(http).await.expect("tcp");
+    let url = format!("ws://web.{ZONE}:{}/ws", http.port());
+    let (mut ws, _) = tokio_tungstenite::client_async(url, tcp)
+        .await
+        .expect("websocket through the edge");
+    let frame = vec![7u8; 70_000];
+    ws.send(Message::binary(frame.clone())).await.expect("send");
+    let echoed = ws.next().await.expect("an answer").expect("a frame");
+    assert_eq!(echoed.into_data().len(), 70_000);
+    // Open still: both ways counted, each at least the frame.
+    let open = eventually(Duration::from_secs(5), || async {
+        let (received, sent) = bytes(&edge.metrics().await);
+        (received - before.0 >= 70_000.0 && sent - before.1 >= 70_000.0).then_some((received, sent))
+    })
+    .await;
+    assert!(
+        open.is_some(),
+        "{:?} then {:?}",
+        before,
+        bytes(&edge.metrics().await)
+    );
+    // Cut off without a close: what moved stays counted.
+    drop(ws);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (received, sent) = bytes(&edge.metrics().await);
+    assert!(received - before.0 >= 70_000.0 && sent - before.1 >= 70_000.0);
+    agent.stop().await;
+    edge.stop().await;
+}
