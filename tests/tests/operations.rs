@@ -49,6 +49,28 @@ token = "{token}"
     .await
 }
 
+/// An edge (access log on) with an agent previewing an origin as `web`.
+struct Served {
+    edge: ServeEdge,
+    ca: std::path::PathBuf,
+    origin: Origin,
+    agent: TestAgent,
+}
+
+async fn served(dir: &Path) -> Served {
+    let edge = edge(dir, "access = true").await;
+    let ca = dir.join("certs/ca.pem");
+    let origin = Origin::start().await;
+    let agent = TestAgent::start_to(edge.quic, &ca, &token_for("a")).await;
+    agent.preview(origin.addr().port(), Some("web")).await;
+    Served {
+        edge,
+        ca,
+        origin,
+        agent,
+    }
+}
+
 /// Every line of the log, parsed: a line that is not a JSON object fails.
 fn json_lines(log: &str) -> Vec<serde_json::Value> {
     log.lines()
@@ -353,11 +375,12 @@ async fn the_access_log_can_be_turned_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_turns_503_when_a_stop_begins_and_requests_drain() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let edge = edge(dir.path(), "access = true").await;
-    let ca = dir.path().join("certs/ca.pem");
-    let origin = Origin::start().await;
-    let agent = TestAgent::start_to(edge.quic, &ca, &token_for("a")).await;
-    agent.preview(origin.addr().port(), Some("web")).await;
+    let Served {
+        edge,
+        ca,
+        origin: _origin,
+        agent,
+    } = served(dir.path()).await;
     assert_eq!(edge.admin("/readyz").await, (200, "ready\n".to_owned()));
 
     let https = edge.https.expect("https").port();
@@ -571,11 +594,12 @@ async fn websocket_bytes_count_while_the_socket_is_open() {
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
     let dir = tempfile::tempdir().expect("tempdir");
-    let edge = edge(dir.path(), "access = true").await;
-    let ca = dir.path().join("certs/ca.pem");
-    let origin = Origin::start().await;
-    let agent = TestAgent::start_to(edge.quic, &ca, &token_for("a")).await;
-    agent.preview(origin.addr().port(), Some("web")).await;
+    let Served {
+        edge,
+        origin: _origin,
+        agent,
+        ..
+    } = served(dir.path()).await;
     let bytes = |m: &BTreeMap<String, f64>| {
         (
             series(m, "calvin_edge_received_bytes_total"),
