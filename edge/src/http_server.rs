@@ -491,7 +491,7 @@ async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(
         let id = crate::request_log::identify(&req);
         let mut response = refusal.response(accepts_html(req.headers()), id.as_str());
         counts.refused(refusal);
-        counts.answered(req.version(), response.status(), arrived.elapsed());
+        counts.answered(req.version(), response.status(), arrived);
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));

@@ -151,8 +151,16 @@ impl Counts {
         self.0.on.load(Ordering::Relaxed).then_some(&*self.0)
     }
 
-    /// A request answered: its protocol, status and time to answer.
-    pub fn answered(&self, version: Version, status: StatusCode, took: Duration) {
+    /// A request answered: its protocol, status, and when it arrived (the
+    /// clock is read only when counting).
+    pub fn answered(&self, version: Version, status: StatusCode, arrived: std::time::Instant) {
+        if self.on().is_some() {
+            self.took(version, status, arrived.elapsed());
+        }
+    }
+
+    /// A request answered after `took`.
+    fn took(&self, version: Version, status: StatusCode, took: Duration) {
         let Some(c) = self.on() else { return };
         let protocol = usize::from(version == Version::HTTP_2 || version == Version::HTTP_3);
         let class = usize::from(status.as_u16() / 100).clamp(1, 5) - 1;
@@ -492,17 +500,17 @@ mod tests {
         let metrics = Metrics::new(Counts::default(), live());
         let counts = metrics.counts();
         // Not counting until started.
-        counts.answered(Version::HTTP_11, StatusCode::OK, Duration::from_millis(3));
+        counts.took(Version::HTTP_11, StatusCode::OK, Duration::from_millis(3));
         counts.refused(&EdgeError::NotAPreview);
         counts.start();
-        counts.answered(Version::HTTP_11, StatusCode::OK, Duration::from_millis(3));
-        counts.answered(Version::HTTP_11, StatusCode::OK, Duration::from_millis(30));
-        counts.answered(
+        counts.took(Version::HTTP_11, StatusCode::OK, Duration::from_millis(3));
+        counts.took(Version::HTTP_11, StatusCode::OK, Duration::from_millis(30));
+        counts.took(
             Version::HTTP_2,
             StatusCode::BAD_GATEWAY,
             Duration::from_secs(40),
         );
-        counts.answered(
+        counts.took(
             Version::HTTP_11,
             StatusCode::SWITCHING_PROTOCOLS,
             Duration::ZERO,

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use calvin_proto::PreviewName;
@@ -197,7 +197,7 @@ impl Proxy {
         visitor: &Visitor,
         drain: &DrainGuard,
     ) -> Response<Body> {
-        let arrived = Instant::now();
+        let arrived = tokio::time::Instant::now();
         let id = request_log::identify(&req);
         let version = req.version();
         let html = error_page::accepts_html(req.headers());
@@ -213,7 +213,7 @@ impl Proxy {
         };
         let span = tracing::info_span!("request", id = id.as_str());
         let forwarded = self
-            .forward(req, visitor, drain, &id, &mut traced)
+            .forward(req, visitor, drain, arrived, &id, &mut traced)
             .instrument(span)
             .await;
         let response = match forwarded {
@@ -228,13 +228,13 @@ impl Proxy {
             }
         };
         let status = response.status();
-        self.counts.answered(version, status, arrived.elapsed());
+        self.counts.answered(version, status, arrived.into_std());
         if let Some(access) = &mut access {
             access.preview = traced.preview;
         }
         let finish = Finish {
             counts: self.counts.clone(),
-            arrived,
+            arrived: arrived.into_std(),
             status: status.as_u16(),
             upload: traced.upload,
             access,
@@ -352,10 +352,10 @@ impl Proxy {
         mut req: Request<Incoming>,
         visitor: &Visitor,
         drain: &DrainGuard,
+        arrived: tokio::time::Instant,
         id: &RequestId,
         traced: &mut Traced,
     ) -> Result<Response<Answer>, EdgeError> {
-        let arrived = tokio::time::Instant::now();
         if let Err(refused) = self.limits.check(&req) {
             if req.version() == Version::HTTP_2 && !req.body().is_end_stream() {
                 linger(req);

@@ -368,7 +368,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for FramingGate<S> {
                 counts.refused_as(refusal.code);
                 let status = http::StatusCode::from_u16(refusal.status)
                     .unwrap_or(http::StatusCode::BAD_REQUEST);
-                counts.answered(http::Version::HTTP_11, status, std::time::Duration::ZERO);
+                counts.answered(http::Version::HTTP_11, status, std::time::Instant::now());
             }
             this.answer = Some((refusal.response(), 0));
         }
