@@ -140,6 +140,7 @@ struct Shared {
 impl Agent {
     pub fn new(edge: EdgeAddress, token: String) -> Self {
         let (link, _) = watch::channel(LinkState::Connecting { last_error: None });
+        let counts = AgentCounts::new(link.subscribe());
         Self {
             shared: Arc::new(Shared {
                 edge,
@@ -148,7 +149,7 @@ impl Agent {
                 link,
                 welcome: Mutex::new(None),
                 ops: tokio::sync::Mutex::new(()),
-                counts: AgentCounts::default(),
+                counts,
             }),
         }
     }
@@ -194,7 +195,6 @@ impl Agent {
     pub async fn run(&self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let counts = self.shared.counts.clone();
-        let follow = tokio::spawn(crate::metrics::follow(counts.clone(), self.state()));
         let mut backoff = Backoff::default();
         loop {
             let attempt = tokio::select! {
@@ -243,8 +243,6 @@ impl Agent {
             }
         }
         self.shared.link.send_replace(LinkState::Stopped);
-        counts.state(&LinkState::Stopped);
-        follow.abort();
     }
 
     /// One connection attempt: QUIC handshake, hello with the previews held,

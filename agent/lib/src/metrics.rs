@@ -5,11 +5,14 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicI64;
 
-use prometheus_client::encoding::text;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, text};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::registry::Registry;
+use tokio::sync::watch;
 
 use crate::agent::LinkState;
 
@@ -48,8 +51,6 @@ pub struct AgentCounts(Arc<Inner>);
 
 struct Inner {
     registry: Registry,
-    /// By [`STATES`]: 1 for the state the connection is in.
-    state: [Gauge<i64, AtomicI64>; 4],
     connects: Counter,
     connection_losses: Counter,
     connect_failures: Counter,
@@ -61,16 +62,12 @@ struct Inner {
     refused: [Counter; 3],
 }
 
-impl Default for AgentCounts {
-    fn default() -> Self {
+impl AgentCounts {
+    /// The counters, and the connection's state read from `link` at each
+    /// scrape.
+    pub fn new(link: watch::Receiver<LinkState>) -> Self {
         let mut registry = Registry::with_prefix("calvin_agent");
-        let states = Family::<[(&'static str, &'static str); 1], Gauge<i64, AtomicI64>>::default();
-        let state = STATES.map(|s| states.get_or_create(&[("state", s)]).clone());
-        registry.register(
-            "connection_state",
-            "1 for the state the connection to the edge is in",
-            states,
-        );
+        registry.register_collector(Box::new(StateCollector(link)));
         let counter = |registry: &mut Registry, name: &str, help: &str| {
             let counter = Counter::default();
             registry.register(name, help, counter.clone());
@@ -116,9 +113,8 @@ impl Default for AgentCounts {
             "Streams whose local connection failed, by reason",
             refusals,
         );
-        let counts = Self(Arc::new(Inner {
+        Self(Arc::new(Inner {
             registry,
-            state,
             connects,
             connection_losses,
             connect_failures,
@@ -127,26 +123,42 @@ impl Default for AgentCounts {
             to_local,
             from_local,
             refused,
-        }));
-        counts.state(&LinkState::Connecting { last_error: None });
-        counts
+        }))
+    }
+}
+
+/// The connection's state as a gauge per state, 1 for the one it is in.
+struct StateCollector(watch::Receiver<LinkState>);
+
+impl std::fmt::Debug for StateCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StateCollector")
+    }
+}
+
+impl Collector for StateCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let now = match &*self.0.borrow() {
+            LinkState::Connecting { .. } => "connecting",
+            LinkState::Connected(_) => "connected",
+            LinkState::Refused(_) => "refused",
+            LinkState::Stopped => "stopped",
+        };
+        let mut family = encoder.encode_descriptor(
+            "connection_state",
+            "1 for the state the connection to the edge is in",
+            None,
+            MetricType::Gauge,
+        )?;
+        for state in STATES {
+            ConstGauge::new(i64::from(state == now))
+                .encode(family.encode_family(&[("state", state)])?)?;
+        }
+        Ok(())
     }
 }
 
 impl AgentCounts {
-    /// The connection moved to `state`.
-    pub fn state(&self, state: &LinkState) {
-        let now = match state {
-            LinkState::Connecting { .. } => 0,
-            LinkState::Connected(_) => 1,
-            LinkState::Refused(_) => 2,
-            LinkState::Stopped => 3,
-        };
-        for (i, gauge) in self.0.state.iter().enumerate() {
-            gauge.set(i64::from(i == now));
-        }
-    }
-
     pub fn connected(&self) {
         self.0.connects.inc();
     }
@@ -198,18 +210,5 @@ impl Drop for OpenStream {
 impl std::fmt::Debug for AgentCounts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("AgentCounts")
-    }
-}
-
-/// Keeps the state gauge in step with the agent's connection.
-pub(crate) async fn follow(
-    counts: AgentCounts,
-    mut state: tokio::sync::watch::Receiver<LinkState>,
-) {
-    loop {
-        counts.state(&state.borrow_and_update());
-        if state.changed().await.is_err() {
-            return;
-        }
     }
 }
