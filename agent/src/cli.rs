@@ -42,15 +42,8 @@ const SHARE_FILTER: &str = "warn";
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// How log lines are written: text, or json (one object per line)
-    #[arg(
-        long,
-        global = true,
-        value_name = "FORMAT",
-        default_value = "text",
-        env = "CALVIN_LOG_FORMAT"
-    )]
-    pub log_format: calvin_common::process::LogFormat,
+    #[command(flatten)]
+    pub log: calvin_common::LogArgs,
 }
 
 impl Cli {

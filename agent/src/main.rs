@@ -15,14 +15,14 @@ fn main() -> ExitCode {
 
 async fn main_async() -> ExitCode {
     let cli = cli::Cli::parse();
-    let format = cli.log_format;
+    let format = cli.log.format;
     calvin_common::process::init_tracing(cli.log_filter(), format);
     match cli::run(cli).await {
         Ok(code) => code,
         Err(err) => {
-            calvin_common::process::say(
+            calvin_common::say(
                 format,
-                calvin_common::process::Level::ERROR,
+                calvin_common::Level::ERROR,
                 &format!("calvin-agent: {err:#}"),
             );
             ExitCode::FAILURE

@@ -37,6 +37,38 @@ pub enum LogFormat {
     Json,
 }
 
+/// `--log-format text|json` (or `CALVIN_LOG_FORMAT`), flattened into every
+/// binary's command line.
+#[cfg(feature = "cli")]
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct LogArgs {
+    /// How log lines are written (stderr): text, or json (one object per line)
+    #[arg(
+        long = "log-format",
+        global = true,
+        value_name = "FORMAT",
+        default_value = "text",
+        env = "CALVIN_LOG_FORMAT"
+    )]
+    pub format: LogFormat,
+}
+
+#[cfg(feature = "cli")]
+pub use tracing::Level;
+
+#[cfg(feature = "cli")]
+/// Writes a line a person reads on stderr (a fatal error, a problem in a
+/// configuration): as it is in text, or as a log object of `level` in JSON
+/// (every line of a JSON log parses).
+pub fn say(format: LogFormat, level: tracing::Level, line: &str) {
+    match (format, level) {
+        (LogFormat::Text, _) => eprintln!("{line}"),
+        (LogFormat::Json, tracing::Level::ERROR) => tracing::error!("{line}"),
+        (LogFormat::Json, tracing::Level::WARN) => tracing::warn!("{line}"),
+        (LogFormat::Json, _) => tracing::info!("{line}"),
+    }
+}
+
 impl std::str::FromStr for LogFormat {
     type Err = String;
 

@@ -4,7 +4,6 @@
 use std::future::Future;
 
 pub use crate::LogFormat;
-pub use tracing::Level;
 
 /// Logs to stderr in `format`; `RUST_LOG` filters (default
 /// `default_filter`). JSON lines carry the time, level, target, the
@@ -27,18 +26,6 @@ pub fn init_tracing(default_filter: &str, format: LogFormat) {
             .with_span_list(true)
             .try_init(),
     };
-}
-
-/// Writes a line a person reads on stderr (a fatal error, a problem in a
-/// configuration): as it is in text, or as a log object of `level` in JSON
-/// (every line of a JSON log parses).
-pub fn say(format: LogFormat, level: tracing::Level, line: &str) {
-    match (format, level) {
-        (LogFormat::Text, _) => eprintln!("{line}"),
-        (LogFormat::Json, tracing::Level::ERROR) => tracing::error!("{line}"),
-        (LogFormat::Json, tracing::Level::WARN) => tracing::warn!("{line}"),
-        (LogFormat::Json, _) => tracing::info!("{line}"),
-    }
 }
 
 /// The tokio runtime a calvin process runs on. `CALVIN_THREADS` picks

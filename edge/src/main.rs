@@ -4,13 +4,13 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use calvin_common::process::{LogFormat, say};
+use calvin_common::Level;
+use calvin_common::{LogFormat, say};
 use calvin_edge::check_config::{self, Problem};
 use calvin_edge::config::ConfigFile;
 use calvin_edge::dev::DevArgs;
 use calvin_edge::{Bound, Edge, StartError};
 use clap::{Parser, Subcommand};
-use tracing::Level;
 
 /// mimalloc instead of glibc's allocator: a request's few allocations of a
 /// kilobyte or more made glibc consolidate its small-chunk bins on every
@@ -28,15 +28,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// How log lines are written: text, or json (one object per line)
-    #[arg(
-        long,
-        global = true,
-        value_name = "FORMAT",
-        default_value = "text",
-        env = "CALVIN_LOG_FORMAT"
-    )]
-    log_format: calvin_edge::LogFormat,
+    #[command(flatten)]
+    log: calvin_common::LogArgs,
 }
 
 #[derive(Subcommand)]
@@ -74,7 +67,7 @@ fn main() -> ExitCode {
 
 async fn main_async() -> ExitCode {
     let cli = Cli::parse();
-    let format = cli.log_format;
+    let format = cli.log.format;
     calvin_edge::init_tracing(format);
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -86,7 +79,7 @@ async fn main_async() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let format = cli.log_format;
+    let format = cli.log.format;
     // Caught before anything starts, so none is lost to the default action.
     let shutdown = calvin_edge::shutdown_signal();
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())

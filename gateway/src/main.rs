@@ -26,15 +26,8 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     command: Command,
-    /// How log lines are written (stderr): text, or json (one object per line)
-    #[arg(
-        long,
-        global = true,
-        value_name = "FORMAT",
-        default_value = "text",
-        env = "CALVIN_LOG_FORMAT"
-    )]
-    log_format: LogFormat,
+    #[command(flatten)]
+    log: calvin_common::LogArgs,
 }
 
 /// A session as the flags (or the runner's environment) give it.
@@ -110,12 +103,16 @@ enum Command {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let format = cli.log_format;
+    let format = cli.log.format;
     init_tracing(format);
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            report(format, &format!("calvin-gateway: {err:#}"));
+            calvin_common::say(
+                format,
+                calvin_common::Level::ERROR,
+                &format!("calvin-gateway: {err:#}"),
+            );
             ExitCode::FAILURE
         }
     }
@@ -163,15 +160,6 @@ fn init_tracing(format: LogFormat) {
         .try_init();
 }
 
-/// A line for the operator on stderr: as it is, or (json) an error event,
-/// so that every line of a JSON log parses.
-fn report(format: LogFormat, line: &str) {
-    match format {
-        LogFormat::Text => eprintln!("{line}"),
-        LogFormat::Json => tracing::error!("{line}"),
-    }
-}
-
 /// Ctrl-C or SIGTERM.
 async fn stop_signal() {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
@@ -188,7 +176,7 @@ async fn stop_signal() {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let format = cli.log_format;
+    let format = cli.log.format;
     match cli.command {
         Command::Mcp {
             config,
@@ -327,7 +315,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 fn checked(path: &Path, then: &str, format: LogFormat) -> anyhow::Result<(GatewayConfig, String)> {
     check_config::check(path).map_err(|problems| {
         for problem in &problems {
-            report(format, &problem.to_string());
+            calvin_common::say(format, calvin_common::Level::ERROR, &problem.to_string());
         }
         let n = problems.len();
         anyhow::anyhow!(
