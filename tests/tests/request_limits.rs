@@ -1,8 +1,6 @@
 //! Limits on a visitor's request head, each with its own status, enforced
 //! before routing: a refused request never reaches the agent.
 
-use std::sync::atomic::Ordering;
-
 use calvin_edge::Limits;
 use calvin_tests::*;
 
@@ -42,7 +40,9 @@ async fn request_heads_past_a_limit_get_414_or_431_and_never_reach_the_origin() 
     let origin = Origin::start().await;
     let created = agent.preview(origin.port, None).await;
     let ca = edge.ca();
-    let before = origin.accepted.load(Ordering::SeqCst);
+    // Request heads, not connections: the preview's listening probe is a
+    // connection whose accept may be counted only after this point.
+    let before = origin.requests();
 
     // The request target (path and query) one byte past the limit.
     let target = |len: usize| format!("/hello?q={}", "a".repeat(len - "/hello?q=".len()));
@@ -74,7 +74,7 @@ async fn request_heads_past_a_limit_get_414_or_431_and_never_reach_the_origin() 
         assert_eq!(got.status, 431, "{protocol}: a head past {MAX_HEAD} bytes");
     }
     assert_eq!(
-        origin.accepted.load(Ordering::SeqCst),
+        origin.requests(),
         before,
         "a refused request reached the origin"
     );
