@@ -90,6 +90,29 @@ pub struct ConfigFile {
     pub admin: AdminConfig,
     #[serde(default)]
     pub log: LogConfig,
+    /// Several edges acting as one (see [`crate::cluster`]); absent: one
+    /// edge, its routes in memory.
+    #[serde(default)]
+    pub cluster: Option<ClusterConfig>,
+}
+
+/// `[cluster]`: the etcd endpoints, the edge-to-edge QUIC address and its
+/// mutual TLS.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    pub etcd: Vec<String>,
+    pub peer_listen: SocketAddr,
+    pub advertise: String,
+    pub peer_ca: PathBuf,
+    pub peer_cert: PathBuf,
+    pub peer_key: PathBuf,
+    #[serde(default = "default_lease_ttl")]
+    pub lease_ttl_secs: u64,
+}
+
+fn default_lease_ttl() -> u64 {
+    crate::cluster::DEFAULT_LEASE_TTL_SECS
 }
 
 /// `[admin]`: the listener for `/metrics`, `/healthz` and `/readyz`.
@@ -292,10 +315,60 @@ pub enum ConfigError {
     NoPublicIps,
     #[error("[acme] {0}")]
     Acme(String),
+    #[error("[cluster] {0}")]
+    Cluster(String),
     #[error(transparent)]
     Tls(#[from] TlsError),
     #[error(transparent)]
     State(#[from] FileError),
+}
+
+/// `[cluster]` checked: etcd endpoints given, `advertise` a `host:port`,
+/// the lease's TTL within its bounds.
+fn cluster_settings(
+    cluster: ClusterConfig,
+    public_ips: &[IpAddr],
+) -> Result<crate::cluster::ClusterSettings, ConfigError> {
+    if cluster.etcd.is_empty() {
+        return Err(ConfigError::Cluster(
+            "etcd is empty: give the etcd client URLs (http://HOST:2379)".into(),
+        ));
+    }
+    if let Some(bad) = cluster
+        .etcd
+        .iter()
+        .find(|url| !url.starts_with("http://") && !url.starts_with("https://"))
+    {
+        return Err(ConfigError::Cluster(format!(
+            "etcd endpoint {bad:?} is not an http:// or https:// URL"
+        )));
+    }
+    let port_ok = cluster
+        .advertise
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+    if !port_ok {
+        return Err(ConfigError::Cluster(format!(
+            "advertise {:?} is not HOST:PORT",
+            cluster.advertise
+        )));
+    }
+    let (min, max) = crate::cluster::LEASE_TTL_BOUNDS;
+    if let Some(problem) =
+        crate::settings::out_of_range("lease_ttl_secs", cluster.lease_ttl_secs, min, max)
+    {
+        return Err(ConfigError::Cluster(problem));
+    }
+    Ok(crate::cluster::ClusterSettings {
+        etcd: cluster.etcd,
+        peer_listen: cluster.peer_listen,
+        advertise: cluster.advertise,
+        peer_ca: cluster.peer_ca,
+        peer_cert: cluster.peer_cert,
+        peer_key: cluster.peer_key,
+        lease_ttl: Duration::from_secs(cluster.lease_ttl_secs),
+        addresses: public_ips.to_vec(),
+    })
 }
 
 /// `value` seconds, if within `min..=max`; else an error naming `key`.
@@ -431,7 +504,12 @@ impl ConfigFile {
             Some(_) if self.public_ips.is_empty() => return Err(ConfigError::NoPublicIps),
             Some(listen) => Some(DnsSettings { listen, zone }),
         };
+        let cluster = match self.cluster {
+            None => None,
+            Some(cluster) => Some(cluster_settings(cluster, &self.public_ips)?),
+        };
         Ok(Settings {
+            cluster,
             domain,
             public_url: self.public_url,
             listen: Listen {

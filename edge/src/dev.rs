@@ -166,6 +166,7 @@ impl DevArgs {
             },
             reset_key: state.reset_key,
             restarted: !state.new_ca,
+            cluster: None,
         }
     }
 }
@@ -311,8 +312,8 @@ pub fn flag_for(kind: ListenerKind) -> &'static str {
         ListenerKind::Https => "--https",
         ListenerKind::Http => "--http",
         ListenerKind::Quic => "--quic",
-        // The dev edge serves no DNS.
-        ListenerKind::Dns => "(none)",
+        // The dev edge serves no DNS and is never in a cluster.
+        ListenerKind::Dns | ListenerKind::Peer => "(none)",
     }
 }
 

@@ -114,7 +114,10 @@ pub struct ZoneAnswers {
     /// In-zone names of the name servers, answered like the apex.
     nameserver_names: Vec<LowerName>,
     ttl: u32,
-    addresses: Vec<IpAddr>,
+    /// The configured public addresses...
+    configured: Vec<IpAddr>,
+    /// ...and those answered now: in a cluster, every live edge's.
+    addresses: std::sync::RwLock<Arc<Vec<IpAddr>>>,
     soa: Record,
     ns: Vec<Record>,
     caa: Vec<Record>,
@@ -199,7 +202,8 @@ impl ZoneAnswers {
                 .filter(|n| LowerName::new(&origin).zone_of(n))
                 .collect(),
             ttl: zone.ttl,
-            addresses: zone.public_ips.clone(),
+            configured: zone.public_ips.clone(),
+            addresses: std::sync::RwLock::new(Arc::new(zone.public_ips.clone())),
             soa,
             ns,
             caa,
@@ -286,8 +290,24 @@ impl ZoneAnswers {
             .is_some_and(|label| calvin_proto::PreviewName::parse(label).is_ok())
     }
 
+    /// Answers `addresses` from now on (the cluster's live edges'); the
+    /// configured ones while it is empty.
+    pub fn set_addresses(&self, addresses: Vec<IpAddr>) {
+        let addresses = if addresses.is_empty() {
+            self.configured.clone()
+        } else {
+            addresses
+        };
+        *self.addresses.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(addresses);
+    }
+
     fn addresses(&self, owner: &Name, qtype: RecordType) -> Vec<Record> {
-        self.addresses
+        let addresses = self
+            .addresses
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        addresses
             .iter()
             .filter_map(|ip| match (ip, qtype) {
                 (IpAddr::V4(v4), RecordType::A | RecordType::ANY) => Some(RData::A(A(*v4))),
@@ -413,6 +433,7 @@ impl RequestHandler for Handler {
 pub struct DnsServer {
     server: Server<Handler>,
     addr: SocketAddr,
+    answers: Arc<ZoneAnswers>,
 }
 
 impl DnsServer {
@@ -425,10 +446,33 @@ impl DnsServer {
     ) -> std::io::Result<DnsServer> {
         let (udp, tcp) = bind_pair(addr).await?;
         let addr = udp.local_addr()?;
-        let mut server = Server::new(Handler(Arc::new(answers), counts));
+        let answers = Arc::new(answers);
+        let mut server = Server::new(Handler(answers.clone(), counts));
         server.register_socket(udp);
         server.register_listener(tcp, TCP_IDLE, 64);
-        Ok(DnsServer { server, addr })
+        Ok(DnsServer {
+            server,
+            addr,
+            answers,
+        })
+    }
+
+    /// Answers the addresses `addresses` says from now on, as it changes
+    /// (a cluster's live edges).
+    pub fn follow_addresses(&self, mut addresses: tokio::sync::watch::Receiver<Vec<IpAddr>>) {
+        let answers = Arc::downgrade(&self.answers);
+        tokio::spawn(async move {
+            loop {
+                let now = addresses.borrow_and_update().clone();
+                match answers.upgrade() {
+                    Some(answers) => answers.set_addresses(now),
+                    None => return,
+                }
+                if addresses.changed().await.is_err() {
+                    return;
+                }
+            }
+        });
     }
 
     pub fn local_addr(&self) -> SocketAddr {

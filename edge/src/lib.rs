@@ -20,6 +20,7 @@ pub mod admin;
 pub mod bandwidth;
 pub mod cert_store;
 pub mod check_config;
+pub mod cluster;
 pub mod config;
 pub mod dev;
 pub mod dns;
@@ -96,6 +97,13 @@ pub struct Edge {
     grace: Duration,
     admin: Arc<Admin>,
     admin_listener: Option<TcpListener>,
+    cluster: Option<ClusterParts>,
+}
+
+/// A cluster edge's store and edge-to-edge endpoint.
+struct ClusterParts {
+    store: Arc<cluster::store::Store>,
+    endpoint: quinn::Endpoint,
 }
 
 impl Edge {
@@ -181,6 +189,42 @@ impl Edge {
             QuicBindError::Tls(e) => StartError::Tls(e),
         })?;
 
+        let cluster = match &settings.cluster {
+            None => None,
+            Some(cluster) => {
+                let tls = cluster::peer::PeerTls::load(
+                    &cluster.peer_ca,
+                    &cluster.peer_cert,
+                    &cluster.peer_key,
+                )?;
+                let endpoint =
+                    cluster::peer::endpoint(cluster.peer_listen, &tls).map_err(|e| match e {
+                        cluster::peer::PeerError::Io(source) => StartError::Bind {
+                            kind: ListenerKind::Peer,
+                            addr: cluster.peer_listen,
+                            source,
+                        },
+                        cluster::peer::PeerError::Tls(e) => StartError::Tls(e),
+                    })?;
+                let me = cluster::store::EdgeRecord {
+                    advertise: cluster.advertise.clone(),
+                    addresses: cluster.addresses.clone(),
+                };
+                let store = cluster::store::Store::connect(
+                    &cluster.etcd,
+                    me,
+                    cluster.lease_ttl,
+                    Duration::from_secs(limits.name_lease_secs),
+                )
+                .await
+                .map_err(|e| StartError::Cluster(format!("etcd: {e}")))?;
+                Some(ClusterParts {
+                    store: Arc::new(store),
+                    endpoint,
+                })
+            }
+        };
+
         let local = |l: &TcpListener| l.local_addr().ok();
         let https_addr = https.as_ref().and_then(|(l, _)| local(l));
         let bound = Bound {
@@ -189,6 +233,7 @@ impl Edge {
             quic: endpoint.local_addr().unwrap_or(quic_addr),
             dns: dns.as_ref().map(DnsServer::local_addr),
             admin: None,
+            peer: cluster.as_ref().and_then(|c| c.endpoint.local_addr().ok()),
             url_template: settings
                 .public_url
                 .clone()
@@ -216,6 +261,7 @@ impl Edge {
             account_streams: dashmap::DashMap::new(),
             connections: Default::default(),
             counts: counts.clone(),
+            store: cluster.as_ref().map(|c| c.store.clone()),
         });
         let metrics = Arc::new(Metrics::new(
             counts.clone(),
@@ -297,6 +343,7 @@ impl Edge {
                 serving: Arc::new(AtomicBool::new(false)),
             }),
             admin_listener: None,
+            cluster,
         })
     }
 
@@ -357,6 +404,40 @@ impl Edge {
             )));
         }
         drop(drain);
+        // A cluster edge follows the store into its table before it
+        // serves, so that its first visitors find the other edges' names
+        // (a few seconds at most: without etcd it serves what it has).
+        let cluster = self.cluster.as_ref().map(|parts| {
+            let mirror = cluster::mirror::Mirror::new(
+                parts.store.clone(),
+                self.hub.clone(),
+                parts.endpoint.clone(),
+            );
+            let store = parts.store.clone();
+            let stopping = stop.clone();
+            (
+                mirror.clone(),
+                tokio::spawn(async move { store.keep(stopping).await }),
+                tokio::spawn(mirror.run(stop.clone())),
+                tokio::spawn(cluster::peer::accept(
+                    parts.endpoint.clone(),
+                    self.hub.clone(),
+                    stop.clone(),
+                )),
+            )
+        });
+        if let Some((mirror, ..)) = &cluster {
+            let mut synced = mirror.synced();
+            let first = tokio::time::timeout(CLUSTER_SYNC_WAIT, synced.wait_for(|s| *s)).await;
+            if first.is_err() {
+                warn!(
+                    "the cluster's store did not answer in time; serving without its routes until it does"
+                );
+            }
+            if let Some(dns) = &self.dns {
+                dns.follow_addresses(mirror.addresses());
+            }
+        }
         let admin = self
             .admin_listener
             .map(|listener| tokio::spawn(self.admin.clone().serve(listener)));
@@ -411,6 +492,18 @@ impl Edge {
         if let Some(dns) = self.dns {
             dns.shutdown().await;
         }
+        if let Some((_, keeper, mirror, peers)) = cluster {
+            mirror.abort();
+            let _ = peers.await;
+            // The keeper revokes the lease: this edge's routes go now.
+            let _ = tokio::time::timeout(Duration::from_secs(3), keeper).await;
+        }
+        if let Some(parts) = &self.cluster {
+            parts.endpoint.close(
+                tunnel::close_code::SHUTTING_DOWN.into(),
+                b"edge shutting down",
+            );
+        }
         self.server.proxy().closing_agents();
         self.endpoint.close(
             tunnel::close_code::SHUTTING_DOWN.into(),
@@ -423,6 +516,9 @@ impl Edge {
         info!("edge stopped");
     }
 }
+
+/// How long a cluster edge waits at start for the store's routes.
+const CLUSTER_SYNC_WAIT: Duration = Duration::from_secs(5);
 
 /// What the metrics read at each scrape: the tunnel, the routes, the
 /// certificate and its renewals.

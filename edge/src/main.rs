@@ -196,5 +196,8 @@ fn print_bound(bound: &Bound) {
     if let Some(addr) = bound.admin {
         println!("listening admin {addr}/tcp");
     }
+    if let Some(addr) = bound.peer {
+        println!("listening peer {addr}/udp");
+    }
     println!("previews {}", bound.url_template);
 }

@@ -250,6 +250,7 @@ impl Proxy {
         &self,
         name: &PreviewName,
         arrived: tokio::time::Instant,
+        failed: Option<&Arc<Upstream>>,
     ) -> Option<Arc<Upstream>> {
         let deadline = arrived + self.waits.reconnect;
         loop {
@@ -260,7 +261,15 @@ impl Proxy {
             tokio::pin!(woken);
             woken.as_mut().enable();
             match self.routes.lookup(name) {
-                Lookup::Live(upstream) if !upstream.agent_gone() => return Some(upstream),
+                // The binding that just failed is not back (another
+                // edge's, whose agent left it: the name's next route, from
+                // the cluster's store, is).
+                Lookup::Live(upstream)
+                    if !upstream.agent_gone()
+                        && !failed.is_some_and(|f| Arc::ptr_eq(f, &upstream)) =>
+                {
+                    return Some(upstream);
+                }
                 // The agent found gone may not have left the table yet: its
                 // leaving is a change too, which wakes this.
                 Lookup::Live(_) | Lookup::Offline => {}
@@ -297,7 +306,7 @@ impl Proxy {
             match self.routes.lookup(name) {
                 Lookup::Live(upstream) if !upstream.agent_gone() => return Some(upstream),
                 Lookup::Live(_) | Lookup::Offline => {
-                    return Box::pin(self.back_online(name, arrived)).await;
+                    return Box::pin(self.back_online(name, arrived, None)).await;
                 }
                 Lookup::Unknown => {}
             }
@@ -327,7 +336,9 @@ impl Proxy {
                 Err(SendFailed {
                     error,
                     again: Some(again),
-                }) => match Box::pin(self.back_online(upstream.name(), arrived)).await {
+                }) => match Box::pin(self.back_online(upstream.name(), arrived, Some(&upstream)))
+                    .await
+                {
                     Some(back) => (upstream, req) = (back, again),
                     None => return (upstream, Err(error)),
                 },
@@ -491,7 +502,7 @@ impl Proxy {
             // an agent, reading a body ahead, opening a connection): their
             // state would take room in every request's future, which hyper
             // copies whole; one allocation on those ways instead.
-            Lookup::Offline => match Box::pin(self.back_online(&name, arrived)).await {
+            Lookup::Offline => match Box::pin(self.back_online(&name, arrived, None)).await {
                 Some(upstream) => upstream,
                 None if self.closing_agents.load(Ordering::Acquire) => {
                     return Err(EdgeError::Stopping);

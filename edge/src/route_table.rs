@@ -67,6 +67,17 @@ impl<T> Entry<T> {
     }
 }
 
+/// Who decides that an account may bind a name (see [`RouteTable::bind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Owner {
+    /// This table: another account's live or reserved name is refused.
+    Checked,
+    /// The cluster's store granted it to this edge's agent.
+    Granted,
+    /// Another edge of the cluster serves it.
+    Mirrored,
+}
+
 /// What a visitor's request for a name finds.
 #[derive(Debug)]
 pub enum Lookup<T> {
@@ -115,6 +126,100 @@ impl<T: Clone> RouteTable<T> {
         account: &AccountId,
         make: impl FnOnce(&PreviewName, RouteId) -> T,
     ) -> Result<(PreviewName, RouteId), ClaimError> {
+        self.bind(name, account, Owner::Checked, make)
+    }
+
+    /// [`Self::claim`] for a name the cluster's store has already given
+    /// `account` (see [`crate::cluster`]): what this table holds for the
+    /// name (another edge's binding, a reservation that ended earlier
+    /// there) is replaced, only the per-account cap is checked here.
+    pub fn claim_granted(
+        &self,
+        name: PreviewName,
+        account: &AccountId,
+        make: impl FnOnce(&PreviewName, RouteId) -> T,
+    ) -> Result<RouteId, ClaimError> {
+        self.bind(Some(name), account, Owner::Granted, make)
+            .map(|(_, id)| id)
+    }
+
+    /// Binds `name` as another edge of the cluster serves it: whatever
+    /// this table held for it is replaced, and no cap applies (the edge
+    /// that holds the agent checked it).
+    pub fn mirror(
+        &self,
+        name: PreviewName,
+        account: &AccountId,
+        make: impl FnOnce(&PreviewName, RouteId) -> T,
+    ) -> RouteId {
+        match self.bind(Some(name), account, Owner::Mirrored, make) {
+            Ok((_, id)) => id,
+            Err(_) => unreachable!("a mirrored binding is never refused"),
+        }
+    }
+
+    /// Whether `account` may claim one more name here (`name`, if it
+    /// serves it already, is not one more): the per-account cap, checked
+    /// before a cluster's store is asked.
+    pub fn may_claim(
+        &self,
+        name: Option<&PreviewName>,
+        account: &AccountId,
+    ) -> Result<(), ClaimError> {
+        let serving = name.is_some_and(|name| {
+            matches!(self.entries.get(name).as_deref(),
+                Some(Entry::Live { account: owner, .. }) if owner == account)
+        });
+        if !serving && self.live_count(account) >= self.max_per_account {
+            return Err(ClaimError::LimitReached(self.max_per_account));
+        }
+        Ok(())
+    }
+
+    /// Marks `name` as held by `account` (offline, or taken down), unless
+    /// an agent serves it here: what the cluster's store says of a name
+    /// whose edge is gone or not reached yet.
+    pub fn hold(&self, name: PreviewName, account: &AccountId, offline: bool) {
+        let until = Instant::now() + self.lease;
+        let changed = match self.entries.entry(name) {
+            MapEntry::Occupied(o) if matches!(o.get(), Entry::Live { .. }) => return,
+            MapEntry::Occupied(mut o) => {
+                let changed = o.get().changed().clone();
+                o.insert(Entry::Held {
+                    account: account.clone(),
+                    offline,
+                    until,
+                    changed: changed.clone(),
+                });
+                changed
+            }
+            MapEntry::Vacant(v) => {
+                let changed = Arc::new(Notify::new());
+                v.insert(Entry::Held {
+                    account: account.clone(),
+                    offline,
+                    until,
+                    changed: changed.clone(),
+                });
+                self.added.notify_waiters();
+                changed
+            }
+        };
+        changed.notify_waiters();
+    }
+
+    /// Whether an agent of this edge or another serves `name` now.
+    pub fn is_live(&self, name: &PreviewName) -> bool {
+        matches!(self.entries.get(name).as_deref(), Some(Entry::Live { .. }))
+    }
+
+    fn bind(
+        &self,
+        name: Option<PreviewName>,
+        account: &AccountId,
+        owner: Owner,
+        make: impl FnOnce(&PreviewName, RouteId) -> T,
+    ) -> Result<(PreviewName, RouteId), ClaimError> {
         let id = RouteId(self.next_id.fetch_add(1, Ordering::Relaxed));
         let now = Instant::now();
         let entry = match name {
@@ -122,17 +227,27 @@ impl<T: Clone> RouteTable<T> {
             None => self.vacant_random_name()?,
         };
         let name = entry.key().clone();
-        let was_live = match &entry {
-            MapEntry::Vacant(_) => false,
-            MapEntry::Occupied(o) => match o.get() {
-                Entry::Live { account: owner, .. } if owner == account => true,
-                Entry::Held { until, .. } if *until <= now => false,
-                Entry::Held { account: owner, .. } if owner == account => false,
+        // The account whose live count this binding replaces.
+        let replaced = match &entry {
+            MapEntry::Vacant(_) => None,
+            MapEntry::Occupied(o) => match (o.get(), owner) {
+                (Entry::Live { account: owner, .. }, _) if owner == account => Some(owner.clone()),
+                (Entry::Live { account: other, .. }, Owner::Granted | Owner::Mirrored) => {
+                    Some(other.clone())
+                }
+                (Entry::Held { .. }, Owner::Granted | Owner::Mirrored) => None,
+                (Entry::Held { until, .. }, Owner::Checked) if *until <= now => None,
+                (Entry::Held { account: owner, .. }, Owner::Checked) if owner == account => None,
                 _ => return Err(ClaimError::Taken(name)),
             },
         };
-        if !was_live {
-            self.count_live(account)?;
+        match &replaced {
+            Some(same) if same == account => {}
+            _ if owner == Owner::Mirrored => self.count_live_uncapped(account),
+            _ => self.count_live(account)?,
+        }
+        if let Some(other) = replaced.filter(|other| other != account) {
+            self.uncount_live(&other);
         }
         let (changed, added) = match &entry {
             MapEntry::Occupied(o) => (o.get().changed().clone(), false),
@@ -167,6 +282,10 @@ impl<T: Clone> RouteTable<T> {
             }
         }
         Err(ClaimError::NoFreeName)
+    }
+
+    fn count_live_uncapped(&self, account: &AccountId) {
+        *self.live_per_account.entry(account.clone()).or_insert(0) += 1;
     }
 
     /// Counts one more live name for `account`, refused past the cap.

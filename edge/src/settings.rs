@@ -36,6 +36,8 @@ pub struct Settings {
     /// reconnecting, and for `reconnect_wait_secs` a request for a name not
     /// claimed yet waits for it rather than answering "no such preview".
     pub restarted: bool,
+    /// Several edges acting as one; `None`: this edge alone.
+    pub cluster: Option<crate::cluster::ClusterSettings>,
 }
 
 /// Where the edge's certificate comes from.
@@ -173,6 +175,8 @@ pub enum ListenerKind {
     Http,
     Quic,
     Dns,
+    /// Edge to edge (`[cluster] peer_listen`).
+    Peer,
 }
 
 impl fmt::Display for ListenerKind {
@@ -182,13 +186,14 @@ impl fmt::Display for ListenerKind {
             ListenerKind::Http => "HTTP",
             ListenerKind::Quic => "QUIC",
             ListenerKind::Dns => "DNS",
+            ListenerKind::Peer => "the cluster's edges (QUIC)",
         })
     }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("cannot listen for {kind} on {addr}/{}: {source}", match .kind { ListenerKind::Quic => "udp", ListenerKind::Dns => "udp+tcp", _ => "tcp" })]
+    #[error("cannot listen for {kind} on {addr}/{}: {source}", match .kind { ListenerKind::Quic | ListenerKind::Peer => "udp", ListenerKind::Dns => "udp+tcp", _ => "tcp" })]
     Bind {
         kind: ListenerKind,
         addr: SocketAddr,
@@ -208,6 +213,8 @@ pub enum StartError {
         "ACME certificates need the edge's own DNS: set [listen] dns and public_ips, and delegate the zone to the edge"
     )]
     AcmeWithoutDns,
+    #[error("[cluster] {0}")]
+    Cluster(String),
 }
 
 /// The addresses an edge really bound.
@@ -219,6 +226,8 @@ pub struct Bound {
     pub dns: Option<SocketAddr>,
     /// The admin listener, once [`crate::Edge::bind_admin`] bound it.
     pub admin: Option<SocketAddr>,
+    /// The edge-to-edge listener, in a cluster.
+    pub peer: Option<SocketAddr>,
     pub url_template: String,
 }
 

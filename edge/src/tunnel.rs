@@ -15,6 +15,7 @@ use tokio::sync::watch;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::accounts::{AccountId, Accounts};
+use crate::cluster::store::{Claim, NameState, Store, StoreRefusal};
 use crate::metrics::{Counts, HandshakeFailure};
 use crate::route_table::{ClaimError, RouteId, RouteTable};
 use crate::upstream::{AgentLink, Upstream, UpstreamSettings};
@@ -45,6 +46,9 @@ pub(crate) struct AgentHub {
     /// from one to the other half done (the counter would go down).
     pub connections: std::sync::Mutex<Connections>,
     pub counts: Counts,
+    /// The cluster's store, when this edge is one of several: names are
+    /// claimed there first (see [`crate::cluster`]).
+    pub store: Option<Arc<Store>>,
 }
 
 /// The agents' connections by QUIC's stable id, and the packets lost by
@@ -200,7 +204,7 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
             ),
         ),
     };
-    let welcome = session.welcome(hello.previews);
+    let welcome = session.welcome(hello.previews).await;
     session
         .hub
         .connected
@@ -223,7 +227,7 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
     session
         .conn
         .close(close_code::NORMAL.into(), b"control stream ended");
-    session.end();
+    session.end().await;
 }
 
 /// The account a hello from `source` speaks for, or why it is refused. A
@@ -280,7 +284,9 @@ struct Session {
     conn: quinn::Connection,
     link: Arc<AgentLink>,
     account: AccountId,
-    held: HashMap<PreviewName, RouteId>,
+    /// The names it serves: their binding here, and their claim in the
+    /// cluster's store when there is one.
+    held: HashMap<PreviewName, (RouteId, Option<Claim>)>,
     /// Control messages this agent may still send at once.
     control_rate: governor::DefaultDirectRateLimiter,
 }
@@ -292,11 +298,11 @@ const CONTROL_PER_SECOND: u32 = 50;
 const CONTROL_BURST: u32 = 200;
 
 impl Session {
-    fn welcome(&mut self, previews: Vec<Preview>) -> Welcome {
+    async fn welcome(&mut self, previews: Vec<Preview>) -> Welcome {
         let mut restored = Vec::new();
         let mut rejected = Vec::new();
         for preview in previews {
-            match self.open(Some(preview.name.clone()), preview.port) {
+            match self.open(Some(preview.name.clone()), preview.port).await {
                 Ok(p) => restored.push(p),
                 Err(failure) => rejected.push(Rejected {
                     name: preview.name,
@@ -346,14 +352,14 @@ impl Session {
                 return;
             }
             let answer = match msg {
-                AgentMessage::Open { id, port, name } => match self.open(name, port) {
+                AgentMessage::Open { id, port, name } => match self.open(name, port).await {
                     Ok(preview) => EdgeMessage::Opened { id, preview },
                     Err(failure) => EdgeMessage::Error {
                         id: Some(id),
                         failure,
                     },
                 },
-                AgentMessage::Close { id, name } => match self.close(&name) {
+                AgentMessage::Close { id, name } => match self.close(&name).await {
                     Ok(()) => EdgeMessage::Closed { id, name },
                     Err(failure) => EdgeMessage::Error {
                         id: Some(id),
@@ -371,36 +377,107 @@ impl Session {
         }
     }
 
-    fn open(&mut self, name: Option<PreviewName>, port: Port) -> Result<Preview, Failure> {
+    async fn open(&mut self, name: Option<PreviewName>, port: Port) -> Result<Preview, Failure> {
+        if let Some(store) = self.hub.store.clone() {
+            return self.open_in_cluster(&store, name, port).await;
+        }
         let claimed = self.hub.routes.claim(name, &self.account, |name, _| {
             Upstream::new(name.clone(), port, self.link.clone())
         });
         match claimed {
             Ok((name, id)) => {
                 debug!(%name, %port, "preview opened");
-                self.held.insert(name.clone(), id);
+                self.held.insert(name.clone(), (id, None));
                 Ok(Preview { name, port })
             }
             Err(err) => Err(claim_failure(err)),
         }
     }
 
-    fn close(&mut self, name: &PreviewName) -> Result<(), Failure> {
-        let Some(id) = self.held.remove(name) else {
+    /// The store decides who has the name (its transaction), then the
+    /// table here binds it. The per-account cap is checked first, here.
+    async fn open_in_cluster(
+        &mut self,
+        store: &Store,
+        name: Option<PreviewName>,
+        port: Port,
+    ) -> Result<Preview, Failure> {
+        let routes = &self.hub.routes;
+        routes
+            .may_claim(name.as_ref(), &self.account)
+            .map_err(claim_failure)?;
+        let (name, claim) = match name {
+            Some(name) => {
+                let claim = store
+                    .claim(&name, &self.account, port)
+                    .await
+                    .map_err(store_failure)?;
+                (name, claim)
+            }
+            None => {
+                let mut fresh = None;
+                for _ in 0..GENERATE_ATTEMPTS {
+                    let name = PreviewName::random();
+                    if routes.changed(&name).is_some() {
+                        continue;
+                    }
+                    match store.claim(&name, &self.account, port).await {
+                        Ok(claim) => {
+                            fresh = Some((name, claim));
+                            break;
+                        }
+                        Err(StoreRefusal::Taken(_)) => continue,
+                        Err(refusal) => return Err(store_failure(refusal)),
+                    }
+                }
+                fresh.ok_or_else(|| claim_failure(ClaimError::NoFreeName))?
+            }
+        };
+        let link = self.link.clone();
+        let bound = routes.claim_granted(name.clone(), &self.account, |name, _| {
+            Upstream::new(name.clone(), port, link)
+        });
+        match bound {
+            Ok(id) => {
+                debug!(%name, %port, "preview opened");
+                self.held.insert(name.clone(), (id, Some(claim)));
+                Ok(Preview { name, port })
+            }
+            Err(err) => {
+                store
+                    .end(&name, &claim, &self.account, NameState::Released)
+                    .await;
+                Err(claim_failure(err))
+            }
+        }
+    }
+
+    async fn close(&mut self, name: &PreviewName) -> Result<(), Failure> {
+        let Some((id, claim)) = self.held.remove(name) else {
             return Err(Failure::new(
                 ErrorCode::UnknownName,
                 format!("this agent has no preview named {name}"),
             ));
         };
-        self.hub.routes.release(name, id);
+        let released = self.hub.routes.release(name, id);
+        if let (true, Some(store), Some(claim)) = (released, &self.hub.store, claim) {
+            store
+                .end(name, &claim, &self.account, NameState::Released)
+                .await;
+        }
         debug!(%name, "preview closed");
         Ok(())
     }
 
     /// The agent is gone: its names answer "offline" and stay reserved.
-    fn end(self) {
-        for (name, id) in &self.held {
-            self.hub.routes.disconnect(name, *id);
+    async fn end(self) {
+        for (name, (id, claim)) in &self.held {
+            let ended = self.hub.routes.disconnect(name, *id);
+            if let (true, Some(store), Some(claim)) = (ended, &self.hub.store, claim) {
+                store
+                    .end(name, claim, &self.account, NameState::Offline)
+                    .await;
+            }
         }
         self.hub
             .connected
@@ -408,6 +485,17 @@ impl Session {
         self.hub.connection_ended(&self.conn);
         info!(account = %self.account, previews = self.held.len(), "agent disconnected");
     }
+}
+
+/// How many random names a cluster edge tries in the store.
+const GENERATE_ATTEMPTS: usize = 16;
+
+fn store_failure(refusal: StoreRefusal) -> Failure {
+    let code = match refusal {
+        StoreRefusal::Taken(_) => ErrorCode::NameTaken,
+        StoreRefusal::Unavailable(_) => ErrorCode::Unavailable,
+    };
+    Failure::new(code, refusal.to_string())
 }
 
 fn claim_failure(err: ClaimError) -> Failure {

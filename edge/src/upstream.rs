@@ -111,6 +111,9 @@ pub struct AgentLink {
     account_streams: Arc<AtomicUsize>,
     /// The account's bandwidth, when capped (shared by its links too).
     bandwidth: Option<Arc<Bandwidth>>,
+    /// Whether `conn` goes to another edge of the cluster, which relays
+    /// to the agent, rather than to the agent.
+    peer: bool,
 }
 
 /// Something waiting on an agent; see [`AgentLink::wait_on`].
@@ -162,6 +165,27 @@ impl AgentLink {
         account_streams: Arc<AtomicUsize>,
         bandwidth: Option<Arc<Bandwidth>>,
     ) -> Arc<Self> {
+        Self::make(conn, settings, account_streams, bandwidth, false)
+    }
+
+    /// A link to the agent through another edge of the cluster, over
+    /// `conn` to that edge (see [`crate::cluster::peer`]).
+    pub fn through_peer(
+        conn: quinn::Connection,
+        settings: Arc<UpstreamSettings>,
+        account_streams: Arc<AtomicUsize>,
+        bandwidth: Option<Arc<Bandwidth>>,
+    ) -> Arc<Self> {
+        Self::make(conn, settings, account_streams, bandwidth, true)
+    }
+
+    fn make(
+        conn: quinn::Connection,
+        settings: Arc<UpstreamSettings>,
+        account_streams: Arc<AtomicUsize>,
+        bandwidth: Option<Arc<Bandwidth>>,
+        peer: bool,
+    ) -> Arc<Self> {
         Arc::new(Self {
             conn,
             settings,
@@ -171,7 +195,13 @@ impl AgentLink {
             dead: watch::channel(false).0,
             account_streams,
             bandwidth,
+            peer,
         })
+    }
+
+    /// The QUIC connection's stable id.
+    pub fn connection_id(&self) -> usize {
+        self.conn.stable_id()
     }
 
     /// Marks a request under way on the agent (waiting for its response
@@ -349,6 +379,74 @@ impl Upstream {
     /// Whether the agent's connection has ended.
     pub fn agent_gone(&self) -> bool {
         self.link.conn.close_reason().is_some()
+    }
+
+    /// Whether the agent is reached through another edge of the cluster.
+    pub fn is_peer(&self) -> bool {
+        self.link.peer
+    }
+
+    /// The link to the agent (or to the edge that has it).
+    pub fn link(&self) -> &Arc<AgentLink> {
+        &self.link
+    }
+
+    /// Relays a stream another edge of the cluster opened for this preview
+    /// (`header` read from it already) to the agent: a stream to the agent
+    /// with the header, then bytes both ways, as the agent's answer and
+    /// the HTTP it carries come. It counts as a request under way on the
+    /// agent, so the agent is watched meanwhile: one that stops answering
+    /// resets both streams. An end or a reset on one side is passed to the
+    /// other.
+    pub async fn relay(
+        &self,
+        mut header: StreamHeader,
+        mut peer_send: quinn::SendStream,
+        mut peer_recv: quinn::RecvStream,
+    ) {
+        let refuse = |reason, message: String| StreamAnswer::Refused { reason, message };
+        let mut waiting = match self.link.wait_on() {
+            Ok(waiting) => waiting,
+            Err(err) => {
+                let answer = refuse(StreamRefusal::ConnectFailed, err.to_string());
+                if write_frame(&mut peer_send, &answer).await.is_ok() {
+                    let _ = peer_send.finish();
+                }
+                return;
+            }
+        };
+        let (mut send, mut recv) = match self.link.conn.open_bi().await {
+            Ok(pair) => pair,
+            Err(_) => {
+                let answer = refuse(
+                    StreamRefusal::Offline,
+                    format!("the agent of {} is gone", self.name),
+                );
+                if write_frame(&mut peer_send, &answer).await.is_ok() {
+                    let _ = peer_send.finish();
+                }
+                return;
+            }
+        };
+        // This edge's port: the binding here is the authority.
+        header.port = self.port;
+        if write_frame(&mut send, &header).await.is_err() {
+            let _ = peer_send.reset(0u32.into());
+            return;
+        }
+        let moved = async {
+            tokio::join!(
+                pipe(&mut peer_recv, &mut send),
+                pipe(&mut recv, &mut peer_send)
+            )
+        };
+        tokio::select! {
+            _ = moved => {}
+            () = waiting.gone() => {
+                let _ = send.reset(0u32.into());
+                let _ = peer_send.reset(0u32.into());
+            }
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
@@ -577,6 +675,7 @@ impl Upstream {
             Ok(Some(StreamAnswer::Accepted)) => Ok(TunnelStream::new(recv, send)),
             Ok(Some(StreamAnswer::Refused { reason, message })) => Err(match reason {
                 StreamRefusal::ConnectionRefused => UpstreamError::NotListening(self.port),
+                StreamRefusal::Offline => UpstreamError::AgentOffline,
                 StreamRefusal::NotPreviewed | StreamRefusal::ConnectFailed => {
                     UpstreamError::Refused(message)
                 }
@@ -649,5 +748,29 @@ impl Body for ResponseBody {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+/// Moves one direction of a relayed stream: its end is passed on as an
+/// end, a reset as a reset, and a reader that stops reading stops the
+/// writer's source.
+async fn pipe(from: &mut quinn::RecvStream, to: &mut quinn::SendStream) {
+    loop {
+        match from.read_chunk(usize::MAX, true).await {
+            Ok(Some(chunk)) => {
+                if to.write_chunk(chunk.bytes).await.is_err() {
+                    let _ = from.stop(0u32.into());
+                    return;
+                }
+            }
+            Ok(None) => {
+                let _ = to.finish();
+                return;
+            }
+            Err(_) => {
+                let _ = to.reset(0u32.into());
+                return;
+            }
+        }
     }
 }

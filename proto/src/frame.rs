@@ -265,6 +265,7 @@ mod tests {
             (StreamRefusal::ConnectionRefused, "connection_refused"),
             (StreamRefusal::NotPreviewed, "not_previewed"),
             (StreamRefusal::ConnectFailed, "connect_failed"),
+            (StreamRefusal::Offline, "offline"),
         ] {
             golden(
                 StreamAnswer::Refused {

@@ -233,6 +233,9 @@ pub enum ErrorCode {
     Protocol,
     /// The edge is shutting down.
     ShuttingDown,
+    /// What the edge needs to grant it cannot be reached now (a cluster's
+    /// store); the message says what. Trying again later may work.
+    Unavailable,
     /// Anything else; the message says what.
     Internal,
 }
@@ -273,4 +276,7 @@ pub enum StreamRefusal {
     NotPreviewed,
     /// Connecting to the port failed otherwise (timeout, ...).
     ConnectFailed,
+    /// Edge to edge: no agent serves the name on the edge asked (it moved
+    /// or went away); the asking edge treats it as an agent gone offline.
+    Offline,
 }

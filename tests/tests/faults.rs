@@ -522,6 +522,7 @@ async fn an_idle_budget_as_large_as_the_agents_streams_is_refused() {
         },
         reset_key: state.reset_key,
         restarted: false,
+        cluster: None,
     };
     let max = calvin_proto::MAX_DATA_STREAMS as usize;
     let err = calvin_edge::Edge::bind(settings(max))

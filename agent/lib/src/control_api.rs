@@ -184,6 +184,7 @@ fn preview_error(err: PreviewError) -> Answer {
             ErrorCode::NameTaken => (StatusCode::CONFLICT, "name_taken"),
             ErrorCode::LimitReached => (StatusCode::TOO_MANY_REQUESTS, "limit_reached"),
             ErrorCode::UnknownName => (StatusCode::NOT_FOUND, "unknown_name"),
+            ErrorCode::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "edge_unavailable"),
             _ => (StatusCode::BAD_GATEWAY, "edge_error"),
         },
     };

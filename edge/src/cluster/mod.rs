@@ -1,0 +1,44 @@
+//! Several edges that act as one, on etcd (`[cluster]` in `edge.toml`).
+//!
+//! - [`store`]: what the edges share in etcd (routes on each edge's lease,
+//!   names claimed in transactions, the live edges).
+//! - [`mirror`]: each edge follows those keys into its own route table.
+//! - [`peer`]: edge-to-edge QUIC with mutual TLS, over which a request
+//!   that lands on an edge without the agent reaches the edge that has it.
+//!
+//! With no `[cluster]`, none of this runs: one edge with its table in
+//! memory, as before.
+
+pub mod mirror;
+pub mod peer;
+pub mod store;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `[cluster]`.
+#[derive(Debug, Clone)]
+pub struct ClusterSettings {
+    /// etcd's client URLs.
+    pub etcd: Vec<String>,
+    /// This edge's edge-to-edge QUIC address (UDP).
+    pub peer_listen: SocketAddr,
+    /// The address other edges dial (`host:port`; the peer certificate
+    /// must name the host).
+    pub advertise: String,
+    pub peer_ca: PathBuf,
+    pub peer_cert: PathBuf,
+    pub peer_key: PathBuf,
+    /// The TTL of this edge's lease: how long its routes outlive it.
+    pub lease_ttl: Duration,
+    /// This edge's public addresses (`public_ips`): the zone answers every
+    /// live edge's.
+    pub addresses: Vec<std::net::IpAddr>,
+}
+
+/// The lease TTL unless `[cluster] lease_ttl_secs` says otherwise, and its
+/// bounds: under 2 s a keep-alive late by a second loses it; past a
+/// minute a dead edge's names stay unreachable that long.
+pub const DEFAULT_LEASE_TTL_SECS: u64 = 5;
+pub const LEASE_TTL_BOUNDS: (u64, u64) = (2, 60);
