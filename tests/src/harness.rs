@@ -101,6 +101,7 @@ impl TestEdge {
             limits: options.limits,
             reset_key: state.reset_key,
             restarted: !state.new_ca,
+            cluster: None,
         };
         let edge = Edge::bind(settings).await.expect("edge binds");
         let bound = edge.bound().clone();
