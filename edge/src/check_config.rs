@@ -134,6 +134,39 @@ fn problems(doc: &Doc<'_>, config: &ConfigFile) -> (Vec<Problem>, usize) {
     {
         add("dns.ttl", problem);
     }
+    if let Some(cluster) = &config.cluster {
+        for (key, message) in cluster.problems() {
+            add(&format!("cluster.{key}"), message);
+        }
+        let files = [
+            ("cluster.peer_ca", &cluster.peer_ca),
+            ("cluster.peer_cert", &cluster.peer_cert),
+        ];
+        let mut readable = true;
+        for (key, file) in files {
+            if let Some(why) = unreadable(file) {
+                add(key, why);
+                readable = false;
+            }
+        }
+        if let Some(why) =
+            unreadable(&cluster.peer_key).or_else(|| open_to(&cluster.peer_key, 0o007))
+        {
+            add("cluster.peer_key", why);
+            readable = false;
+        }
+        if readable
+            && let Err(e) = crate::cluster::peer::PeerTls::load(
+                &cluster.peer_ca,
+                &cluster.peer_cert,
+                &cluster.peer_key,
+            )
+            .map_err(crate::cluster::peer::PeerError::from)
+            .and_then(|tls| crate::cluster::peer::configs(&tls))
+        {
+            add("cluster.peer_cert", e.to_string());
+        }
+    }
     for (key, message) in config.limits.problems() {
         add(&format!("limits.{key}"), message);
     }
@@ -239,6 +272,14 @@ fn summary(path: &Path, config: &ConfigFile, accounts: usize) -> String {
     listeners.push(format!("quic {}", listen.quic));
     if let Some(a) = listen.dns {
         listeners.push(format!("dns {a}"));
+    }
+    if let Some(cluster) = &config.cluster {
+        listeners.push(format!(
+            "peer {} (advertised as {}, etcd at {})",
+            cluster.peer_listen,
+            cluster.advertise,
+            cluster.etcd.join(", ")
+        ));
     }
     let certificate = if config.acme.is_some() {
         "acme"

@@ -323,40 +323,52 @@ pub enum ConfigError {
     State(#[from] FileError),
 }
 
-/// `[cluster]` checked: etcd endpoints given, `advertise` a `host:port`,
-/// the lease's TTL within its bounds.
+impl ClusterConfig {
+    /// What is wrong with it, by key: etcd endpoints given and URLs,
+    /// `advertise` a `HOST:PORT`, the lease's TTL within its bounds.
+    pub(crate) fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut problems = Vec::new();
+        if self.etcd.is_empty() {
+            problems.push((
+                "etcd",
+                "etcd is empty: give the etcd client URLs (http://HOST:2379)".to_owned(),
+            ));
+        }
+        if let Some(bad) = self
+            .etcd
+            .iter()
+            .find(|url| !url.starts_with("http://") && !url.starts_with("https://"))
+        {
+            problems.push((
+                "etcd",
+                format!("etcd endpoint {bad:?} is not an http:// or https:// URL"),
+            ));
+        }
+        let port_ok = self.advertise.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if !port_ok {
+            problems.push((
+                "advertise",
+                format!("advertise {:?} is not HOST:PORT", self.advertise),
+            ));
+        }
+        let (min, max) = crate::cluster::LEASE_TTL_BOUNDS;
+        if let Some(problem) =
+            crate::settings::out_of_range("lease_ttl_secs", self.lease_ttl_secs, min, max)
+        {
+            problems.push(("lease_ttl_secs", problem));
+        }
+        problems
+    }
+}
+
+/// `[cluster]` checked (see [`ClusterConfig::problems`]).
 fn cluster_settings(
     cluster: ClusterConfig,
     public_ips: &[IpAddr],
 ) -> Result<crate::cluster::ClusterSettings, ConfigError> {
-    if cluster.etcd.is_empty() {
-        return Err(ConfigError::Cluster(
-            "etcd is empty: give the etcd client URLs (http://HOST:2379)".into(),
-        ));
-    }
-    if let Some(bad) = cluster
-        .etcd
-        .iter()
-        .find(|url| !url.starts_with("http://") && !url.starts_with("https://"))
-    {
-        return Err(ConfigError::Cluster(format!(
-            "etcd endpoint {bad:?} is not an http:// or https:// URL"
-        )));
-    }
-    let port_ok = cluster
-        .advertise
-        .rsplit_once(':')
-        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
-    if !port_ok {
-        return Err(ConfigError::Cluster(format!(
-            "advertise {:?} is not HOST:PORT",
-            cluster.advertise
-        )));
-    }
-    let (min, max) = crate::cluster::LEASE_TTL_BOUNDS;
-    if let Some(problem) =
-        crate::settings::out_of_range("lease_ttl_secs", cluster.lease_ttl_secs, min, max)
-    {
+    if let Some((_, problem)) = cluster.problems().into_iter().next() {
         return Err(ConfigError::Cluster(problem));
     }
     Ok(crate::cluster::ClusterSettings {
@@ -708,5 +720,91 @@ mod tests {
         let text = acme_example(dir.path(), "[[accounts]]\nname = \"team-a\"\ntoken = \"x\"");
         let err = settings(&text).err().unwrap();
         assert_eq!(err.to_string(), "account \"team-a\" is given twice");
+    }
+
+    /// The ACME example with a `[cluster]` of `body` (after the header).
+    fn cluster_example(dir: &Path, body: &str) -> String {
+        acme_example(dir, &format!("[cluster]\n{body}"))
+    }
+
+    const CLUSTER: &str = r#"
+            etcd = ["http://10.0.0.9:2379", "http://10.0.0.10:2379"]
+            peer_listen = "0.0.0.0:7443"
+            advertise = "edge-2.example.com:7443"
+            peer_ca = "/etc/calvin/cluster-ca.pem"
+            peer_cert = "/etc/calvin/edge-2.pem"
+            peer_key = "/etc/calvin/edge-2.key"
+            "#;
+
+    #[test]
+    fn a_cluster_section_makes_cluster_settings_and_none_is_one_edge() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(
+            settings(&acme_example(dir.path(), ""))
+                .unwrap()
+                .cluster
+                .is_none()
+        );
+        let s = settings(&cluster_example(dir.path(), CLUSTER)).unwrap();
+        let cluster = s.cluster.expect("a cluster");
+        assert_eq!(cluster.etcd.len(), 2);
+        assert_eq!(cluster.advertise, "edge-2.example.com:7443");
+        assert_eq!(cluster.peer_listen, "0.0.0.0:7443".parse().unwrap());
+        assert_eq!(cluster.lease_ttl, Duration::from_secs(5));
+        // The zone answers every live edge's public_ips: this one's go in.
+        assert_eq!(
+            cluster.addresses,
+            [
+                "203.0.113.7".parse::<IpAddr>().unwrap(),
+                "2001:db8::7".parse().unwrap()
+            ]
+        );
+    }
+
+    #[test]
+    fn cluster_mistakes_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let with = |from: &str, to: &str| {
+            settings(&cluster_example(dir.path(), &CLUSTER.replace(from, to)))
+                .err()
+                .map(|e| e.to_string())
+        };
+        assert_eq!(
+            with(r#"["http://10.0.0.9:2379", "http://10.0.0.10:2379"]"#, "[]").as_deref(),
+            Some("[cluster] etcd is empty: give the etcd client URLs (http://HOST:2379)")
+        );
+        assert_eq!(
+            with("http://10.0.0.9:2379", "10.0.0.9:2379").as_deref(),
+            Some("[cluster] etcd endpoint \"10.0.0.9:2379\" is not an http:// or https:// URL")
+        );
+        for bad in [
+            "edge-2.example.com",
+            ":7443",
+            "edge-2.example.com:0",
+            "edge-2:http",
+        ] {
+            assert_eq!(
+                with("edge-2.example.com:7443", bad),
+                Some(format!("[cluster] advertise \"{bad}\" is not HOST:PORT")),
+            );
+        }
+        let ttl = |secs: u64| {
+            settings(&cluster_example(
+                dir.path(),
+                &format!("{CLUSTER}lease_ttl_secs = {secs}\n"),
+            ))
+            .map(|s| s.cluster.unwrap().lease_ttl.as_secs())
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(ttl(2), Ok(2));
+        assert_eq!(ttl(60), Ok(60));
+        for past in [1, 61] {
+            let err = ttl(past).unwrap_err();
+            assert!(err.starts_with("[cluster] lease_ttl_secs"), "{err}");
+        }
+        let err =
+            toml::from_str::<ConfigFile>(&cluster_example(dir.path(), "etcd = []\nwho = 1\n"))
+                .unwrap_err();
+        assert!(err.to_string().contains("unknown field `who`"), "{err}");
     }
 }

@@ -545,4 +545,83 @@ mod tests {
         // Others are not affected.
         t.claim(Some(name("b0")), &bob, |_, _| 1).unwrap();
     }
+
+    #[test]
+    fn a_granted_claim_replaces_what_the_table_held_and_keeps_the_cap() {
+        let t = table(DAY);
+        let (alice, bob) = (AccountId::new("alice"), AccountId::new("bob"));
+        // Bob's name, mirrored from another edge, then taken down there.
+        let id = t.mirror(name("web"), &bob, |_, _| 1);
+        assert!(t.release(&name("web"), id));
+        // The store gave it to alice (bob's reservation ended there).
+        t.claim_granted(name("web"), &alice, |_, _| 2).unwrap();
+        assert!(matches!(t.lookup(&name("web")), Lookup::Live(2)));
+        assert_eq!((t.live_count(&alice), t.live_count(&bob)), (1, 0));
+        for i in 1..3 {
+            t.claim_granted(name(&format!("a{i}")), &alice, |_, _| 3)
+                .unwrap();
+        }
+        assert_eq!(
+            t.claim_granted(name("a3"), &alice, |_, _| 4),
+            Err(ClaimError::LimitReached(3))
+        );
+        assert_eq!(
+            t.may_claim(Some(&name("a3")), &alice),
+            Err(ClaimError::LimitReached(3))
+        );
+        // A name it serves already is not one more.
+        assert_eq!(t.may_claim(Some(&name("a1")), &alice), Ok(()));
+        assert_eq!(t.may_claim(None, &bob), Ok(()));
+    }
+
+    #[test]
+    fn a_mirrored_binding_counts_for_its_account_past_the_cap() {
+        let t = table(DAY);
+        let (alice, bob) = (AccountId::new("alice"), AccountId::new("bob"));
+        for i in 0..4 {
+            t.mirror(name(&format!("m{i}")), &alice, |_, _| i);
+        }
+        assert_eq!(
+            t.live_count(&alice),
+            4,
+            "the edge holding them checked the cap"
+        );
+        // Moved to another account's agent (the store said so): the
+        // counts follow.
+        t.mirror(name("m0"), &bob, |_, _| 9);
+        assert_eq!((t.live_count(&alice), t.live_count(&bob)), (3, 1));
+        assert!(matches!(t.lookup(&name("m0")), Lookup::Live(9)));
+        assert_eq!(t.live_total(), 4);
+    }
+
+    #[test]
+    fn a_hold_reads_offline_but_never_hides_a_live_binding() {
+        let t = table(DAY);
+        let alice = AccountId::new("alice");
+        t.hold(name("gone"), &alice, true);
+        assert!(matches!(t.lookup(&name("gone")), Lookup::Offline));
+        t.hold(name("down"), &alice, false);
+        assert!(matches!(t.lookup(&name("down")), Lookup::Unknown));
+        t.claim(Some(name("live")), &alice, |_, _| 1).unwrap();
+        t.hold(name("live"), &alice, true);
+        assert!(matches!(t.lookup(&name("live")), Lookup::Live(1)));
+        assert!(t.is_live(&name("live")) && !t.is_live(&name("gone")));
+        // Only alice may claim what is held for her, here too.
+        assert_eq!(
+            t.claim(Some(name("gone")), &AccountId::new("bob"), |_, _| 2),
+            Err(ClaimError::Taken(name("gone")))
+        );
+    }
+
+    #[tokio::test]
+    async fn a_hold_wakes_a_request_waiting_for_an_unknown_name() {
+        let t = table(DAY);
+        let woken = t.added().notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        t.hold(name("soon"), &AccountId::new("alice"), true);
+        tokio::time::timeout(Duration::from_secs(1), woken)
+            .await
+            .expect("a new entry wakes who waits for one");
+    }
 }

@@ -410,3 +410,79 @@ fn a_config_with_a_token_in_it_is_a_secret_and_its_files_are_read_as_serve_would
         "{lines:?}"
     );
 }
+
+#[test]
+fn a_cluster_section_is_checked_with_its_certificates() {
+    let s = Setup::new();
+    let host: std::net::IpAddr = "127.0.0.1".parse().expect("ip");
+    let certs = calvin_tests::cluster::ClusterCerts::generate(&s.path("cluster"), &[host]);
+    let peer = &certs.edges[0];
+    let cluster = |advertise: &str, cert: &Path, ttl: u64| {
+        format!(
+            "\n[cluster]\netcd = [\"http://127.0.0.1:2379\"]\npeer_listen = \"127.0.0.1:7443\"\n\
+             advertise = \"{advertise}\"\npeer_ca = \"{}\"\npeer_cert = \"{}\"\npeer_key = \"{}\"\n\
+             lease_ttl_secs = {ttl}\n",
+            certs.ca.display(),
+            cert.display(),
+            peer.key.display()
+        )
+    };
+    let good = s.config("", "") + &cluster("127.0.0.1:7443", &peer.cert, 2);
+    let out = check(&s.write("good.toml", &good));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.trim().ends_with(
+            "quic 127.0.0.1:0, peer 127.0.0.1:7443 (advertised as 127.0.0.1:7443, etcd at \
+             http://127.0.0.1:2379)"
+        ),
+        "{stdout}"
+    );
+
+    // An advertised address without a port, a TTL one past its floor, a
+    // certificate that is not PEM, a key others can read.
+    std::fs::write(s.path("not-a.pem"), "hello\n").expect("write");
+    let bad = s.config("", "") + &cluster("edge-1.example.com", &s.path("not-a.pem"), 1);
+    let key = &peer.key;
+    let mut perms = std::fs::metadata(key).expect("meta").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o644);
+    std::fs::set_permissions(key, perms.clone()).expect("chmod");
+    let out = check(&s.write("bad.toml", &bad));
+    assert_eq!(out.status.code(), Some(1));
+    let lines = stderr_lines(&out);
+    let with = |key: &str| {
+        lines
+            .iter()
+            .find(|l| l.contains(&format!(": {key}: ")))
+            .unwrap_or_else(|| panic!("no {key} in {lines:?}"))
+            .clone()
+    };
+    assert!(
+        with("cluster.advertise").contains("\"edge-1.example.com\" is not HOST:PORT"),
+        "{lines:?}"
+    );
+    assert!(with("cluster.lease_ttl_secs").contains("lease_ttl_secs"), "{lines:?}");
+    assert!(with("cluster.peer_key").contains("mode 0644"), "{lines:?}");
+    assert_eq!(lines.len(), 4, "three problems and the count: {lines:?}");
+    // The key private again: the certificate that is not PEM is named.
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o600);
+    std::fs::set_permissions(key, perms).expect("chmod");
+    let out = check(&s.path("bad.toml"));
+    let lines = stderr_lines(&out);
+    assert!(with_key(&lines, "cluster.peer_cert").contains("not-a.pem"), "{lines:?}");
+    // serve refuses the same file before it binds anything.
+    let out = edge(&["serve", "--config"], &s.path("bad.toml"));
+    assert_eq!(out.status.code(), Some(1));
+}
+
+fn with_key(lines: &[String], key: &str) -> String {
+    lines
+        .iter()
+        .find(|l| l.contains(&format!(": {key}: ")))
+        .unwrap_or_else(|| panic!("no {key} in {lines:?}"))
+        .clone()
+}

@@ -74,26 +74,7 @@ impl PeerTls {
 /// The edge's peer endpoint, bound on `addr`: accepts edges whose
 /// certificate the cluster CA signed, and dials others with its own.
 pub fn endpoint(addr: SocketAddr, tls: &PeerTls) -> Result<quinn::Endpoint, PeerError> {
-    let roots = tls.roots()?;
-    let verifier =
-        rustls::server::WebPkiClientVerifier::builder_with_provider(roots.clone(), provider())
-            .build()
-            .map_err(|e| PeerError::Tls(TlsError::Parse(e.to_string())))?;
-    let mut server = rustls::ServerConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(TlsError::from)?
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(tls.material.certs.clone(), tls.material.key.clone_key())
-        .map_err(TlsError::from)?;
-    server.alpn_protocols = vec![ALPN.to_vec()];
-    let mut client = rustls::ClientConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(TlsError::from)?
-        .with_root_certificates(roots)
-        .with_client_auth_cert(tls.material.certs.clone(), tls.material.key.clone_key())
-        .map_err(TlsError::from)?;
-    client.alpn_protocols = vec![ALPN.to_vec()];
-
+    let (server, client) = configs(tls)?;
     let loopback = crate::tls::is_loopback(addr);
     let mut transport = calvin_common::quic::transport_config(PEER_STREAMS, loopback);
     // Both sides keep the connection alive: either may have requests to
@@ -117,6 +98,33 @@ pub fn endpoint(addr: SocketAddr, tls: &PeerTls) -> Result<quinn::Endpoint, Peer
             .map_err(PeerError::Io)?;
     endpoint.set_default_client_config(client);
     Ok(endpoint)
+}
+
+/// The TLS both sides of an edge-to-edge connection use: this edge's
+/// certificate, and only certificates the cluster CA signed on the other
+/// side. `check-config` builds them too: a certificate that is not the
+/// key's, or a CA file that is no certificate, is found before a start.
+pub fn configs(tls: &PeerTls) -> Result<(rustls::ServerConfig, rustls::ClientConfig), PeerError> {
+    let roots = tls.roots()?;
+    let verifier =
+        rustls::server::WebPkiClientVerifier::builder_with_provider(roots.clone(), provider())
+            .build()
+            .map_err(|e| PeerError::Tls(TlsError::Parse(e.to_string())))?;
+    let mut server = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(TlsError::from)?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(tls.material.certs.clone(), tls.material.key.clone_key())
+        .map_err(TlsError::from)?;
+    server.alpn_protocols = vec![ALPN.to_vec()];
+    let mut client = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(TlsError::from)?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(tls.material.certs.clone(), tls.material.key.clone_key())
+        .map_err(TlsError::from)?;
+    client.alpn_protocols = vec![ALPN.to_vec()];
+    Ok((server, client))
 }
 
 #[derive(Debug, thiserror::Error)]
