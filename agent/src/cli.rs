@@ -101,16 +101,18 @@ enum Command {
 
 #[derive(Args)]
 struct EdgeArgs {
-    /// The edge's QUIC address
-    #[arg(long, value_name = "HOST:PORT")]
-    edge: String,
+    /// The edge's QUIC address; give it again for more edges (the agent
+    /// uses one and moves to the next when it fails). A name with several
+    /// addresses counts as several edges.
+    #[arg(long, value_name = "HOST:PORT", required = true)]
+    edge: Vec<String>,
     /// File holding this agent's token
     #[arg(long, value_name = "F")]
     token_file: PathBuf,
     /// Trust only this CA for the edge (default: the system's roots)
     #[arg(long, value_name = "PEM")]
     ca: Option<PathBuf>,
-    /// The name the edge's certificate must carry (default: HOST)
+    /// The name each edge's certificate must carry (default: its HOST)
     #[arg(long, value_name = "NAME")]
     server_name: Option<String>,
 }
@@ -123,11 +125,18 @@ struct SocketArg {
 }
 
 impl EdgeArgs {
-    /// The edge to dial and the token to show it.
-    fn open(&self) -> anyhow::Result<(EdgeAddress, String)> {
+    /// The edges to dial, in the order given, and the token to show them.
+    fn open(&self) -> anyhow::Result<(Vec<EdgeAddress>, String)> {
         let token = read_token(&self.token_file)?;
-        let edge = EdgeAddress::new(&self.edge, self.ca.as_deref(), self.server_name.as_deref())?;
-        Ok((edge, token))
+        let edges = self
+            .edge
+            .iter()
+            .map(|edge| {
+                EdgeAddress::new(edge, self.ca.as_deref(), self.server_name.as_deref())
+                    .with_context(|| format!("--edge {edge}"))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok((edges, token))
     }
 }
 
@@ -262,7 +271,7 @@ async fn up(
     socket: PathBuf,
     metrics: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<ExitCode> {
-    let (edge, token) = args.open()?;
+    let (edges, token) = args.open()?;
     let metrics = match metrics {
         Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.with_context(|| {
             format!("cannot listen for metrics on {addr}/tcp (pass --metrics ADDR)")
@@ -271,7 +280,7 @@ async fn up(
     };
     let listener = control_api::bind(&socket).await?;
     println!("control socket {}", socket.display());
-    let agent = Agent::new(edge, token);
+    let agent = Agent::with_edges(edges, token);
     let metrics = match metrics {
         Some(listener) => {
             println!("listening metrics {}/tcp", listener.local_addr()?);
@@ -293,10 +302,10 @@ async fn up(
     Ok(ExitCode::SUCCESS)
 }
 
-/// What `share` connects to: an edge's address and the token, and with
+/// What `share` connects to: the edges' addresses and the token, and with
 /// `--dev` the dev edge's task (which ends early only when the edge fails).
 struct Target {
-    edge: EdgeAddress,
+    edges: Vec<EdgeAddress>,
     token: String,
     dev_edge: Option<JoinHandle<anyhow::Result<()>>>,
 }
@@ -326,7 +335,7 @@ async fn start_dev_edge(
             Ok(())
         });
         return Ok(Some(Target {
-            edge: address,
+            edges: vec![address],
             token: state.token,
             dev_edge: Some(task),
         }));
@@ -343,7 +352,7 @@ async fn start_dev_edge(
     let address = dev_address(dev.quic, &state)?;
     let task = tokio::spawn(keep_dev_edge(dev.clone(), running, stop));
     Ok(Some(Target {
-        edge: address,
+        edges: vec![address],
         token: state.token,
         dev_edge: Some(task),
     }))
@@ -421,23 +430,23 @@ async fn share(args: ShareArgs) -> anyhow::Result<ExitCode> {
 
     let (stop_edge, stop_edge_rx) = oneshot::channel::<()>();
     let Target {
-        edge,
+        edges,
         token,
         mut dev_edge,
     } = match start_dev_edge(&args, stop_edge_rx).await? {
         Some(dev) => dev,
         None => {
             let remote = args.remote.context("--edge and --token-file, or --dev")?;
-            let (edge, token) = remote.open()?;
+            let (edges, token) = remote.open()?;
             Target {
-                edge,
+                edges,
                 token,
                 dev_edge: None,
             }
         }
     };
 
-    let agent = Agent::new(edge, token);
+    let agent = Agent::with_edges(edges, token);
     let (stop_agent, stop_agent_rx) = oneshot::channel::<()>();
     let runner = agent.clone();
     let agent_task = tokio::spawn(async move {
@@ -499,17 +508,22 @@ async fn serve(
     Ok(())
 }
 
-/// Says when the connection to the edge is back after a loss (the agent
-/// warns of the loss). Never ends while the agent runs.
+/// Says when the connection to an edge is back after a loss, naming the
+/// edge (the agent warns of the loss). Never ends while the agent runs.
 async fn say_reconnects(agent: &Agent) {
     let mut state = agent.state();
     let mut connected = true;
     while state.changed().await.is_ok() {
-        let now = matches!(*state.borrow_and_update(), LinkState::Connected(_));
-        if now && !connected {
-            eprintln!("connected to the edge again");
+        let edge = match &*state.borrow_and_update() {
+            LinkState::Connected(link) => Some(link.edge().to_string()),
+            _ => None,
+        };
+        if let Some(edge) = &edge
+            && !connected
+        {
+            eprintln!("connected to the edge again ({edge})");
         }
-        connected = now;
+        connected = edge.is_some();
     }
     std::future::pending().await
 }

@@ -3,9 +3,12 @@
 //! themselves), an [`origin::Origin`] plays the dev server, and real clients
 //! (curl, a WebSocket client) play the visitors.
 
+pub mod cluster;
+pub mod etcd;
 pub mod fake_slack;
 pub mod gateway;
 pub mod harness;
+pub mod multi_edge;
 pub mod netns;
 pub mod origin;
 pub mod pebble;
@@ -13,6 +16,8 @@ pub mod raw_client;
 pub mod raw_origin;
 pub mod serve_edge;
 
+pub use cluster::{ClusterCerts, ClusterEdges, EdgeCerts, cluster_toml};
+pub use etcd::Etcd;
 pub use harness::*;
 pub use origin::{Origin, pattern_bytes, sha256_hex};
 pub use raw_client::{Exchange, exchange, h2_client, read_all, tls_h1, tls_to};

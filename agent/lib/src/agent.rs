@@ -1,6 +1,8 @@
-//! The agent: one QUIC connection to the edge, kept up with jittered
+//! The agent: one QUIC connection to an edge, kept up with jittered
 //! exponential backoff, and the previews it holds, registered again under
-//! the same names after every reconnect.
+//! the same names after every reconnect. Given several edges (or a name
+//! with several addresses), it uses one at a time and, when that one fails
+//! or goes silent, moves to the next ([`EdgeRing`]).
 
 use crate::metrics::AgentCounts;
 use std::collections::BTreeMap;
@@ -19,7 +21,7 @@ use tracing::{info, warn};
 
 use crate::api::{PreviewCreated, PreviewEntry, PreviewList};
 use crate::forward;
-use crate::transport::{EdgeAddress, TransportError};
+use crate::transport::{EdgeAddress, EdgeRing, EdgeTarget, TransportError};
 
 /// The previews an agent holds: name -> local port.
 pub type Previews = Arc<Mutex<BTreeMap<PreviewName, Port>>>;
@@ -60,6 +62,12 @@ const CLOSE_FLUSH: Duration = Duration::from_secs(1);
 /// Time for the edge to answer a hello or a control request.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How often an agent with another edge to go to checks that its edge
+/// still answers, and how long past an unanswered keep-alive it waits (or
+/// 4 RTT, when longer) before it leaves (see [`edge_silent`]).
+const SILENCE_TICK: Duration = Duration::from_millis(500);
+const SILENCE_MARGIN: Duration = Duration::from_secs(1);
+
 #[derive(Debug, thiserror::Error)]
 pub enum PreviewError {
     #[error("not connected to the edge at {edge}{}", last.as_deref().map(|e| format!(" ({e})")).unwrap_or_default())]
@@ -98,6 +106,7 @@ pub enum LinkState {
 /// A live connection to the edge.
 #[derive(Clone)]
 pub struct Link {
+    edge: Arc<EdgeTarget>,
     conn: quinn::Connection,
     endpoint: quinn::Endpoint,
     calls: mpsc::Sender<Call>,
@@ -125,7 +134,8 @@ pub struct Agent {
 }
 
 struct Shared {
-    edge: EdgeAddress,
+    /// The edges given, in order; one is used at a time.
+    edges: Vec<EdgeAddress>,
     token: String,
     previews: Previews,
     link: watch::Sender<LinkState>,
@@ -138,12 +148,20 @@ struct Shared {
 }
 
 impl Agent {
+    /// An agent of one edge (all of its addresses, when its name has
+    /// several).
     pub fn new(edge: EdgeAddress, token: String) -> Self {
+        Self::with_edges(vec![edge], token)
+    }
+
+    /// An agent of several edges: it connects to one, and moves to the
+    /// next when that one fails or goes silent. Its previews move with it.
+    pub fn with_edges(edges: Vec<EdgeAddress>, token: String) -> Self {
         let (link, _) = watch::channel(LinkState::Connecting { last_error: None });
         let counts = AgentCounts::new(link.subscribe());
         Self {
             shared: Arc::new(Shared {
-                edge,
+                edges,
                 token,
                 previews: Previews::default(),
                 link,
@@ -162,6 +180,17 @@ impl Agent {
     /// Watches the connection state.
     pub fn state(&self) -> watch::Receiver<LinkState> {
         self.shared.link.subscribe()
+    }
+
+    /// The edge address the agent is connected to now, if any.
+    pub fn connected_edge(&self) -> Option<EdgeTarget> {
+        self.link().ok().map(|link| EdgeTarget::clone(&link.edge))
+    }
+
+    /// The edges given, for messages: `HOST:PORT`, or several joined.
+    fn edges_text(&self) -> String {
+        let edges: Vec<String> = self.shared.edges.iter().map(ToString::to_string).collect();
+        edges.join(", ")
     }
 
     /// Waits until the agent is connected, refused, or `limit` passes.
@@ -184,71 +213,101 @@ impl Agent {
             Err(match &*state.borrow() {
                 LinkState::Connecting {
                     last_error: Some(e),
-                } => format!("cannot reach the edge at {}: {e}", self.shared.edge),
-                _ => format!("cannot reach the edge at {}", self.shared.edge),
+                } => format!("cannot reach the edge at {}: {e}", self.edges_text()),
+                _ => format!("cannot reach the edge at {}", self.edges_text()),
             })
         })
     }
 
-    /// Keeps the connection to the edge up until `shutdown` resolves, then
-    /// closes it.
+    /// Keeps a connection to an edge up until `shutdown` resolves, then
+    /// closes it. Failed attempts move on to the next address at once; the
+    /// backoff delay comes after a whole round of them failed, and after a
+    /// lost connection (whose address is tried last).
     pub async fn run(&self, shutdown: impl Future<Output = ()>) {
         tokio::pin!(shutdown);
         let counts = self.shared.counts.clone();
         let mut backoff = Backoff::default();
+        let mut ring = EdgeRing::new(self.shared.edges.clone());
         loop {
             let attempt = tokio::select! {
-                attempt = self.connect() => attempt,
+                attempt = self.attempt(&mut ring, &mut backoff) => attempt,
                 _ = &mut shutdown => break,
             };
-            match attempt {
-                Ok(link) => {
-                    counts.connected();
-                    backoff = Backoff::default();
-                    let reason = tokio::select! {
-                        reason = link.conn.closed() => reason,
-                        _ = &mut shutdown => {
-                            link.conn.close(close_code::NORMAL.into(), b"agent stopping");
-                            // Until the close is sent: else the edge learns
-                            // only from its probe or idle timeout, and a
-                            // visitor meanwhile gets 502 without waiting for
-                            // the agent to come back (seen in CI).
-                            let _ = tokio::time::timeout(CLOSE_FLUSH, link.endpoint.wait_idle()).await;
-                            break;
-                        }
-                    };
-                    counts.connection_lost();
-                    warn!(%reason, "connection to the edge lost; reconnecting");
-                    self.shared.link.send_replace(LinkState::Connecting {
-                        last_error: Some(reason.to_string()),
-                    });
-                }
-                Err(ConnectError::Refused(failure)) => {
-                    counts.connect_failed();
-                    warn!(reason = %failure, "the edge refused this agent");
-                    self.shared.link.send_replace(LinkState::Refused(failure));
-                    backoff.slowest();
-                }
-                Err(err) => {
-                    counts.connect_failed();
-                    warn!(%err, "cannot connect to the edge");
-                    self.shared.link.send_replace(LinkState::Connecting {
-                        last_error: Some(err.to_string()),
-                    });
-                }
+            if let Some(link) = attempt {
+                counts.connected();
+                backoff = Backoff::default();
+                // With nowhere else to go, QUIC's idle timeout decides.
+                let watch_silence = ring.has_alternatives();
+                let keep_alive = link.edge.timing().keep_alive;
+                let reason = tokio::select! {
+                    reason = link.conn.closed() => reason.to_string(),
+                    silent = edge_silent(&link.conn, keep_alive), if watch_silence => {
+                        link.conn.close(close_code::UNRESPONSIVE.into(), b"the edge went silent");
+                        format!("the edge answered nothing for {} ms", silent.as_millis())
+                    }
+                    _ = &mut shutdown => {
+                        link.conn.close(close_code::NORMAL.into(), b"agent stopping");
+                        // Until the close is sent: else the edge learns
+                        // only from its probe or idle timeout, and a
+                        // visitor meanwhile gets 502 without waiting for
+                        // the agent to come back (seen in CI).
+                        let _ = tokio::time::timeout(CLOSE_FLUSH, link.endpoint.wait_idle()).await;
+                        break;
+                    }
+                };
+                counts.connection_lost();
+                warn!(edge = %link.edge, %reason, "connection to the edge lost; reconnecting");
+                self.shared.link.send_replace(LinkState::Connecting {
+                    last_error: Some(reason),
+                });
+                ring.end_round();
             }
-            tokio::select! {
-                _ = tokio::time::sleep(backoff.next_delay()) => {}
-                _ = &mut shutdown => break,
+            if ring.round_over() {
+                tokio::select! {
+                    _ = tokio::time::sleep(backoff.next_delay()) => {}
+                    _ = &mut shutdown => break,
+                }
             }
         }
         self.shared.link.send_replace(LinkState::Stopped);
     }
 
+    /// One connection attempt on the ring's next address. A failure is
+    /// counted, logged and published as the link's state.
+    async fn attempt(&self, ring: &mut EdgeRing, backoff: &mut Backoff) -> Option<Link> {
+        let (edge, err) = match ring.next().await {
+            Ok(target) => match self.connect(target.clone()).await {
+                Ok(link) => return Some(link),
+                Err(err) => (Some(target), err),
+            },
+            Err(err) => (None, ConnectError::Transport(err)),
+        };
+        self.shared.counts.connect_failed();
+        let shown = edge.as_ref().map(tracing::field::display);
+        match err {
+            ConnectError::Refused(failure) => {
+                warn!(edge = shown, reason = %failure, "the edge refused this agent");
+                self.shared.link.send_replace(LinkState::Refused(failure));
+                backoff.slowest();
+            }
+            err => {
+                let last_error = match &edge {
+                    Some(edge) if ring.has_alternatives() => format!("{edge}: {err}"),
+                    _ => err.to_string(),
+                };
+                warn!(edge = shown, %err, "cannot connect to the edge");
+                self.shared.link.send_replace(LinkState::Connecting {
+                    last_error: Some(last_error),
+                });
+            }
+        }
+        None
+    }
+
     /// One connection attempt: QUIC handshake, hello with the previews held,
     /// then the control and data streams are served in the background.
-    async fn connect(&self) -> Result<Link, ConnectError> {
-        let (endpoint, conn) = self.shared.edge.connect_on_endpoint().await?;
+    async fn connect(&self, edge: EdgeTarget) -> Result<Link, ConnectError> {
+        let (endpoint, conn) = edge.connect().await?;
         let (mut send, mut recv) = conn
             .open_bi()
             .await
@@ -292,7 +351,7 @@ impl Agent {
                 )));
             }
         };
-        self.apply_welcome(welcome);
+        self.apply_welcome(welcome, &edge);
 
         let (calls, requests) = mpsc::channel(64);
         tokio::spawn(control_loop(conn.clone(), send, recv, requests));
@@ -302,6 +361,7 @@ impl Agent {
             self.shared.counts.clone(),
         ));
         let link = Link {
+            edge: Arc::new(edge),
             conn,
             endpoint,
             calls,
@@ -314,7 +374,7 @@ impl Agent {
         Ok(link)
     }
 
-    fn apply_welcome(&self, welcome: Welcome) {
+    fn apply_welcome(&self, welcome: Welcome, edge: &EdgeTarget) {
         let mut previews = self.previews();
         for rejected in &welcome.rejected {
             warn!(name = %rejected.name, reason = %rejected.failure, "preview not restored");
@@ -322,6 +382,7 @@ impl Agent {
         }
         drop(previews);
         info!(
+            %edge,
             account = %welcome.account,
             restored = welcome.restored.len(),
             "connected to the edge"
@@ -344,15 +405,15 @@ impl Agent {
         match &*self.shared.link.borrow() {
             LinkState::Connected(link) if link.conn.close_reason().is_none() => Ok(link.clone()),
             LinkState::Connecting { last_error } => Err(PreviewError::NotConnected {
-                edge: self.shared.edge.to_string(),
+                edge: self.edges_text(),
                 last: last_error.clone(),
             }),
             LinkState::Refused(failure) => Err(PreviewError::NotConnected {
-                edge: self.shared.edge.to_string(),
+                edge: self.edges_text(),
                 last: Some(failure.message.clone()),
             }),
             _ => Err(PreviewError::NotConnected {
-                edge: self.shared.edge.to_string(),
+                edge: self.edges_text(),
                 last: None,
             }),
         }
@@ -478,6 +539,11 @@ fn unexpected(msg: EdgeMessage) -> PreviewError {
 }
 
 impl Link {
+    /// The edge address this connection goes to.
+    pub fn edge(&self) -> &EdgeTarget {
+        &self.edge
+    }
+
     async fn call(&self, request: Request) -> Result<EdgeMessage, PreviewError> {
         let (reply, answer) = oneshot::channel();
         self.calls
@@ -485,6 +551,29 @@ impl Link {
             .await
             .map_err(|_| PreviewError::Lost)?;
         answer.await.map_err(|_| PreviewError::Lost)?
+    }
+}
+
+/// Returns once the edge has sent nothing at all for a `keep_alive`
+/// interval and `max(SILENCE_MARGIN, 4 RTT)` more, with how long that was.
+/// QUIC has the agent ping its edge after a keep-alive interval with
+/// nothing received, and the edge acknowledges at once (the agent asks it
+/// to), so a live edge is never silent that long; a killed one is found in
+/// seconds instead of at QUIC's idle timeout (12 s).
+async fn edge_silent(conn: &quinn::Connection, keep_alive: Duration) -> Duration {
+    let mut heard = conn.stats().udp_rx.datagrams;
+    let mut since = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(SILENCE_TICK).await;
+        let now_heard = conn.stats().udp_rx.datagrams;
+        if now_heard != heard {
+            (heard, since) = (now_heard, tokio::time::Instant::now());
+            continue;
+        }
+        let limit = keep_alive + SILENCE_MARGIN.max(conn.rtt() * 4);
+        if since.elapsed() >= limit {
+            return since.elapsed();
+        }
     }
 }
 

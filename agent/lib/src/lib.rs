@@ -5,6 +5,10 @@
 //!
 //! - [`Agent`]: the connection (reconnects, re-registers previews) and the
 //!   preview operations.
+//! - [`transport`]: dialling an edge ([`EdgeAddress`]); with several edges,
+//!   or a name with several addresses, which one next
+//!   ([`transport::EdgeRing`]): the agent uses one and moves on when it
+//!   fails or goes silent.
 //! - [`metrics`]: what it counts, for `up --metrics ADDR`.
 //! - [`control_api`]: the HTTP+JSON API on a Unix socket that the gateway and
 //!   the CLI call; [`control_client`] (from calvin-common) calls it; [`api`]
@@ -25,4 +29,4 @@ pub use agent::{Agent, LinkState, PreviewError};
 /// with the gateway), where the agent's users have always found them.
 pub use calvin_common::control_client;
 pub use calvin_proto::control as api;
-pub use transport::EdgeAddress;
+pub use transport::{EdgeAddress, EdgeTarget};
