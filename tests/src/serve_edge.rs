@@ -19,6 +19,8 @@ pub struct ServeEdge {
     pub dns: Option<SocketAddr>,
     /// The admin listener (`/metrics`, `/healthz`, `/readyz`).
     pub admin: Option<SocketAddr>,
+    /// The edge-to-edge listener of a cluster member (`[cluster]`).
+    pub peer: Option<SocketAddr>,
     pub url_template: String,
     log: PathBuf,
 }
@@ -56,6 +58,7 @@ impl ServeEdge {
             quic: "0.0.0.0:0".parse().expect("addr"),
             dns: None,
             admin: None,
+            peer: None,
             url_template: String::new(),
             log: log.to_owned(),
         };
@@ -78,6 +81,8 @@ impl ServeEdge {
                     edge.dns = Some(addr(a));
                 } else if let Some(a) = line.strip_prefix("listening admin ") {
                     edge.admin = Some(addr(a));
+                } else if let Some(a) = line.strip_prefix("listening peer ") {
+                    edge.peer = Some(addr(a));
                 } else if let Some(t) = line.strip_prefix("previews ") {
                     edge.url_template = t.to_owned();
                     return true;
@@ -108,6 +113,11 @@ impl ServeEdge {
         self.signal("TERM").await;
         let exited = tokio::time::timeout(Duration::from_secs(40), self.child.wait()).await;
         assert!(exited.is_ok(), "the edge did not stop:\n{}", self.log());
+    }
+
+    /// SIGKILL, and reaps it (no clean-up of any kind: a crash).
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
     }
 
     /// `GET path` on the admin listener, with curl: (status, body).
