@@ -236,8 +236,9 @@ fn report<T: serde::de::DeserializeOwned>(
 }
 
 fn print_list(list: PreviewList) {
-    if !list.connected {
-        eprintln!("note: the agent is not connected to its edge now");
+    match &list.edge {
+        Some(edge) if list.connected => eprintln!("connected to {edge}"),
+        _ => eprintln!("note: the agent is not connected to its edge now"),
     }
     if list.previews.is_empty() {
         eprintln!("no previews");

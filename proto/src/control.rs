@@ -36,6 +36,10 @@ pub struct PreviewEntry {
 pub struct PreviewList {
     /// Whether the agent is connected to its edge now.
     pub connected: bool,
+    /// The edge it is connected to now (of those `--edge` named), as
+    /// `host:port`, or `host:port (address)` for a name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edge: Option<String>,
     pub previews: Vec<PreviewEntry>,
 }
 

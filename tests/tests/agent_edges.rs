@@ -162,9 +162,16 @@ async fn agent_up_with_two_edges_leaves_a_killed_one_within_seconds() {
     );
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "",
-        "no 'not connected' note"
+        format!("connected to {b}\n"),
+        "the edge it moved to, no 'not connected' note"
     );
+    let out = tokio::process::Command::new(binary("calvin-agent"))
+        .args(["ls", "--json", "--socket", &path(&socket)])
+        .output()
+        .await
+        .expect("calvin-agent ls --json");
+    let list: PreviewList = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(list.edge.as_deref(), Some(b.as_str()));
     up.signal("TERM").await;
 }
 

@@ -519,6 +519,7 @@ impl Agent {
             .collect();
         PreviewList {
             connected: self.link().is_ok(),
+            edge: self.connected_edge().map(|edge| edge.to_string()),
             previews: entries
                 .into_iter()
                 .map(|(name, port)| PreviewEntry {
