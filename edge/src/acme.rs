@@ -8,7 +8,12 @@
 //! lifetime remains (or `renew_days_before` days before expiry); a failed
 //! attempt keeps the current certificate serving and is retried with a
 //! capped exponential backoff. [`Renewal::renew_now`] (SIGHUP) forces one.
+//!
+//! [`renew`] is that loop; where an order's challenge values are published
+//! and who else gets the certificate is its [`Publish`]: this edge's own
+//! DNS alone ([`keep_renewed`]), or a cluster's store (`cluster::acme`).
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -71,6 +76,8 @@ pub enum AcmeError {
     File(#[from] FileError),
     #[error("the issued certificate: {0}")]
     Tls(#[from] TlsError),
+    #[error("the cluster's store: {0}")]
+    Store(String),
 }
 
 /// What the health endpoint tells about renewals.
@@ -220,11 +227,66 @@ fn backoff(settings: &AcmeSettings, failures: u32) -> Duration {
 /// timer has to span months.
 const MAX_SLEEP: Duration = Duration::from_secs(3600);
 
-/// A certificate issued and installed but not saved yet.
-struct Issued {
-    chain_pem: String,
-    key_pem: String,
-    info: CertInfo,
+/// An issued certificate: its chain (leaf first) and key, as PEM.
+#[derive(Clone)]
+pub struct Issued {
+    pub chain_pem: String,
+    pub key_pem: String,
+    pub info: CertInfo,
+}
+
+impl Issued {
+    /// Reads a chain and key; checks that both parse (not that they match:
+    /// [`CertStore::install`] does).
+    pub fn from_pem(chain_pem: String, key_pem: String) -> Result<Issued, AcmeError> {
+        let material = material_from_pem(&chain_pem, &key_pem)?;
+        let info = CertInfo::of(&material.certs[0])?;
+        Ok(Issued {
+            chain_pem,
+            key_pem,
+            info,
+        })
+    }
+}
+
+/// Where an order's challenge values go and who else gets the issued
+/// certificate.
+pub trait Publish: Sync {
+    /// Makes `values` answered at `_acme-challenge.<zone>`, all of them
+    /// before the CA is told to look.
+    fn publish(&self, values: &[String]) -> impl Future<Output = Result<(), AcmeError>> + Send;
+    /// Takes back every value published, whatever the order's outcome.
+    fn withdraw(&self) -> impl Future<Output = ()> + Send;
+    /// Hands on a certificate served and saved here; retried while it fails.
+    fn share(&self, issued: &Issued) -> impl Future<Output = Result<(), AcmeError>> + Send;
+}
+
+/// One edge: its own DNS answers the values, and nobody else needs the
+/// certificate.
+impl Publish for Challenges {
+    async fn publish(&self, values: &[String]) -> Result<(), AcmeError> {
+        for value in values {
+            self.add(value);
+        }
+        Ok(())
+    }
+
+    async fn withdraw(&self) {
+        for value in self.values().iter() {
+            self.remove(value);
+        }
+    }
+
+    async fn share(&self, _: &Issued) -> Result<(), AcmeError> {
+        Ok(())
+    }
+}
+
+/// Issued and served, not yet saved to disk (`saved` false) or not yet
+/// shared.
+struct Undelivered {
+    issued: Issued,
+    saved: bool,
 }
 
 /// Keeps `store` holding a valid certificate for `domain` and `*.domain`
@@ -235,11 +297,26 @@ pub async fn keep_renewed(
     store: Arc<CertStore>,
     challenges: Challenges,
     renewal: Renewal,
+    stop: watch::Receiver<bool>,
+) {
+    renew(&settings, &domain, &store, &challenges, &renewal, stop).await
+}
+
+/// The renewal loop: orders when the certificate `store` serves is due
+/// (or missing, or from another directory), publishing the challenges
+/// and handing the certificate on through `board`; returns when `stop`
+/// turns true.
+pub async fn renew(
+    settings: &AcmeSettings,
+    domain: &str,
+    store: &CertStore,
+    board: &impl Publish,
+    renewal: &Renewal,
     mut stop: watch::Receiver<bool>,
 ) {
     // A certificate from another directory (Let's Encrypt's staging, say)
     // serves until its replacement comes, which is ordered at once.
-    let mut renew_first = store.info().is_some() && !saved_for(&settings);
+    let mut renew_first = store.info().is_some() && !saved_for(settings);
     if renew_first {
         info!(
             directory = settings.directory,
@@ -248,7 +325,7 @@ pub async fn keep_renewed(
     }
     let mut failures = 0u32;
     let mut retry_at: Option<OffsetDateTime> = None;
-    let mut unsaved: Option<Issued> = None;
+    let mut undelivered: Option<Undelivered> = None;
     let mut announced = None;
     loop {
         let now = OffsetDateTime::now_utc();
@@ -274,42 +351,31 @@ pub async fn keep_renewed(
         renewal.take_request();
         renew_first = false;
 
-        let outcome = match unsaved.take() {
-            // Issued but not saved: save it, do not order again.
-            Some(issued) => match save(&settings, &issued) {
-                Ok(()) => Ok(issued.info),
-                Err(err) => {
-                    unsaved = Some(issued);
-                    Err(err)
-                }
-            },
+        let outcome = match undelivered.take() {
+            // Issued but not saved or shared: do that, do not order again.
+            Some(pending) => deliver(settings, board, pending, &mut undelivered).await,
             None => {
                 let limit = settings.attempt_timeout;
-                let attempt = tokio::time::timeout(limit, obtain(&settings, &domain, &challenges));
+                let attempt = tokio::time::timeout(limit, obtain(settings, domain, board));
                 let obtained = tokio::select! {
                     obtained = attempt => obtained.unwrap_or(Err(AcmeError::Timeout(limit.as_secs()))),
                     _ = stop.wait_for(|s| *s) => return,
                 };
                 // Whatever happened, no challenge value outlives its attempt.
-                for value in challenges.values().iter() {
-                    challenges.remove(value);
-                }
+                board.withdraw().await;
                 match obtained.and_then(|(chain_pem, key_pem)| {
-                    let info = install(&store, &chain_pem, &key_pem)?;
-                    Ok(Issued {
-                        chain_pem,
-                        key_pem,
-                        info,
-                    })
+                    let issued = Issued::from_pem(chain_pem, key_pem)?;
+                    install(store, &issued)?;
+                    Ok(issued)
                 }) {
                     Err(err) => Err(err),
-                    Ok(issued) => match save(&settings, &issued) {
-                        Ok(()) => Ok(issued.info),
-                        Err(err) => {
-                            unsaved = Some(issued);
-                            Err(err)
-                        }
-                    },
+                    Ok(issued) => {
+                        let pending = Undelivered {
+                            issued,
+                            saved: false,
+                        };
+                        deliver(settings, board, pending, &mut undelivered).await
+                    }
                 }
             }
         };
@@ -322,12 +388,16 @@ pub async fn keep_renewed(
             }
             Err(err) => {
                 failures = failures.saturating_add(1);
-                let retry = backoff(&settings, failures);
+                let retry = backoff(settings, failures);
                 retry_at = Some(OffsetDateTime::now_utc() + retry);
-                match (store.info(), &unsaved) {
-                    (Some(current), Some(_)) => warn!(
+                match (store.info(), &undelivered) {
+                    (Some(current), Some(pending)) if !pending.saved => warn!(
                         %err, retry_in_secs = retry.as_secs(),
                         "serving the new certificate ({current}), but saving it failed; saving again later"
+                    ),
+                    (Some(current), Some(_)) => warn!(
+                        %err, retry_in_secs = retry.as_secs(),
+                        "serving the new certificate ({current}), but handing it on failed; trying again later"
                     ),
                     (Some(current), None) => warn!(
                         %err, retry_in_secs = retry.as_secs(),
@@ -343,10 +413,48 @@ pub async fn keep_renewed(
     }
 }
 
+/// Saves `pending` (unless it is) and shares it; what failed stays in
+/// `undelivered`.
+async fn deliver(
+    settings: &AcmeSettings,
+    board: &impl Publish,
+    mut pending: Undelivered,
+    undelivered: &mut Option<Undelivered>,
+) -> Result<CertInfo, AcmeError> {
+    if !pending.saved {
+        if let Err(err) = save(settings, &pending.issued) {
+            *undelivered = Some(pending);
+            return Err(err);
+        }
+        pending.saved = true;
+    }
+    match board.share(&pending.issued).await {
+        Ok(()) => Ok(pending.issued.info),
+        Err(err) => {
+            *undelivered = Some(pending);
+            Err(err)
+        }
+    }
+}
+
 /// Checks the chain and key (rustls refuses a chain it cannot serve, so a
 /// bad one never replaces a good one) and serves them.
-fn install(store: &CertStore, chain_pem: &str, key_pem: &str) -> Result<CertInfo, AcmeError> {
-    Ok(store.install(&material_from_pem(chain_pem, key_pem)?)?)
+pub fn install(store: &CertStore, issued: &Issued) -> Result<CertInfo, AcmeError> {
+    Ok(store.install(&material_from_pem(&issued.chain_pem, &issued.key_pem)?)?)
+}
+
+/// The certificate on disk, if the configured directory issued it and it
+/// reads.
+pub fn saved(settings: &AcmeSettings) -> Option<Issued> {
+    if !saved_for(settings) {
+        return None;
+    }
+    let read = |name| {
+        state_files::read_optional(&settings.dir.join(name))
+            .ok()
+            .flatten()
+    };
+    Issued::from_pem(read(CERT_FILE)?, read(KEY_FILE)?).ok()
 }
 
 /// Which directory issued the saved certificate.
@@ -357,7 +465,7 @@ struct SavedCert {
 
 /// Saves key and chain side by side: both are written in full under new
 /// names first, then renamed, so a failed write leaves the old pair whole.
-fn save(settings: &AcmeSettings, issued: &Issued) -> Result<(), AcmeError> {
+pub fn save(settings: &AcmeSettings, issued: &Issued) -> Result<(), AcmeError> {
     let dir = &settings.dir;
     let (key_new, cert_new) = (dir.join("key.pem.new"), dir.join("cert.pem.new"));
     state_files::write_private(&key_new, &issued.key_pem)?;
@@ -373,7 +481,7 @@ fn save(settings: &AcmeSettings, issued: &Issued) -> Result<(), AcmeError> {
 }
 
 /// Whether the saved certificate came from the configured directory.
-fn saved_for(settings: &AcmeSettings) -> bool {
+pub fn saved_for(settings: &AcmeSettings) -> bool {
     state_files::read_optional(&settings.dir.join(CERT_META_FILE))
         .ok()
         .flatten()
@@ -404,7 +512,7 @@ struct SavedAccount {
 async fn obtain(
     settings: &AcmeSettings,
     domain: &str,
-    challenges: &Challenges,
+    board: &impl Publish,
 ) -> Result<(String, String), AcmeError> {
     let account = account(settings).await?;
     let identifiers = [
@@ -419,7 +527,7 @@ async fn obtain(
     // Both authorizations validate at _acme-challenge.<domain>. Every value
     // is published before the CA is told to look: a CA's resolver that
     // cached the TXT set with one value would fail the other.
-    let mut pending = 0;
+    let mut values = Vec::new();
     let mut authorizations = order.authorizations();
     while let Some(authz) = authorizations.next().await {
         let mut authz = authz?;
@@ -436,9 +544,9 @@ async fn obtain(
         let challenge = authz.challenge(ChallengeType::Dns01).ok_or_else(|| {
             AcmeError::Order("the CA offers no dns-01 challenge for the zone".into())
         })?;
-        challenges.add(&challenge.key_authorization().dns_value());
-        pending += 1;
+        values.push(challenge.key_authorization().dns_value());
     }
+    board.publish(&values).await?;
     // The second pass reads the authorizations fetched by the first.
     let mut authorizations = order.authorizations();
     while let Some(authz) = authorizations.next().await {
@@ -450,7 +558,7 @@ async fn obtain(
             challenge.set_ready().await?;
         }
     }
-    info!(pending, "challenges published");
+    info!(pending = values.len(), "challenges published");
     let retries = RetryPolicy::new()
         .initial_delay(Duration::from_millis(250))
         .timeout(settings.attempt_timeout);

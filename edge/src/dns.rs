@@ -85,6 +85,15 @@ impl Challenges {
         self.update(|values| values.retain(|v| v != value));
     }
 
+    /// Publishes exactly `values`: a cluster edge answers the values its
+    /// store holds, whichever edge's order put them there.
+    pub fn replace(&self, values: impl IntoIterator<Item = String>) {
+        let mut fresh: Vec<String> = values.into_iter().collect();
+        fresh.sort();
+        fresh.dedup();
+        self.update(|values| *values = fresh);
+    }
+
     pub fn values(&self) -> Arc<Vec<String>> {
         self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -213,8 +222,8 @@ impl ZoneAnswers {
 
     /// The answer to one question.
     pub fn answer(&self, qname: &LowerName, qtype: RecordType, qclass: DNSClass) -> Answer {
-        // Zone transfers are refused too: the zone is computed, and a
-        // second edge would not share its challenge values anyway.
+        // Zone transfers are refused too: the zone is computed (a
+        // cluster's edges share it through etcd, not through transfers).
         let transfer = matches!(qtype, RecordType::AXFR | RecordType::IXFR);
         if qclass != DNSClass::IN || !self.origin.zone_of(qname) || transfer {
             return Answer {
@@ -659,5 +668,15 @@ mod tests {
             ["two"]
         );
         assert!(ask(&zone, "p.test.", RecordType::CAA).answers.is_empty());
+    }
+
+    #[test]
+    fn replaced_challenge_values_are_exactly_the_new_set() {
+        let challenges = Challenges::default();
+        challenges.add("mine");
+        challenges.replace(["b".to_owned(), "a".to_owned(), "b".to_owned()]);
+        assert_eq!(*challenges.values(), ["a", "b"]);
+        challenges.replace([]);
+        assert!(challenges.values().is_empty());
     }
 }

@@ -104,6 +104,7 @@ pub struct Edge {
 struct ClusterParts {
     store: Arc<cluster::store::Store>,
     endpoint: quinn::Endpoint,
+    mirror: Arc<cluster::mirror::Mirror>,
 }
 
 impl Edge {
@@ -218,10 +219,7 @@ impl Edge {
                 )
                 .await
                 .map_err(|e| StartError::Cluster(format!("etcd: {e}")))?;
-                Some(ClusterParts {
-                    store: Arc::new(store),
-                    endpoint,
-                })
+                Some((Arc::new(store), endpoint))
             }
         };
 
@@ -233,7 +231,9 @@ impl Edge {
             quic: endpoint.local_addr().unwrap_or(quic_addr),
             dns: dns.as_ref().map(DnsServer::local_addr),
             admin: None,
-            peer: cluster.as_ref().and_then(|c| c.endpoint.local_addr().ok()),
+            peer: cluster
+                .as_ref()
+                .and_then(|(_, endpoint)| endpoint.local_addr().ok()),
             url_template: settings
                 .public_url
                 .clone()
@@ -261,12 +261,19 @@ impl Edge {
             account_streams: dashmap::DashMap::new(),
             connections: Default::default(),
             counts: counts.clone(),
-            store: cluster.as_ref().map(|c| c.store.clone()),
+            store: cluster.as_ref().map(|(store, _)| store.clone()),
         });
-        let metrics = Arc::new(Metrics::new(
-            counts.clone(),
-            live_metrics(&routes, &hub, &certs, &renewal),
-        ));
+        let cluster = cluster.map(|(store, endpoint)| ClusterParts {
+            mirror: cluster::mirror::Mirror::new(store.clone(), hub.clone(), endpoint.clone()),
+            store,
+            endpoint,
+        });
+        let mut live = live_metrics(&routes, &hub, &certs, &renewal);
+        if let Some(parts) = &cluster {
+            let mirror = parts.mirror.clone();
+            live.cluster = Some(Box::new(move || mirror.now()));
+        }
+        let metrics = Arc::new(Metrics::new(counts.clone(), live));
         let online = routes.clone();
         let health = Arc::new(Health::new(
             certs.clone(),
@@ -407,18 +414,18 @@ impl Edge {
         // A cluster edge follows the store into its table before it
         // serves, so that its first visitors find the other edges' names
         // (a few seconds at most: without etcd it serves what it has).
+        // The store's lease and the table's following of it last until
+        // the agents' connections are closed, after the drain: the other
+        // edges keep reaching this edge's agents through it meanwhile.
+        let (leave_tx, leave) = watch::channel(false);
         let cluster = self.cluster.as_ref().map(|parts| {
-            let mirror = cluster::mirror::Mirror::new(
-                parts.store.clone(),
-                self.hub.clone(),
-                parts.endpoint.clone(),
-            );
+            let mirror = parts.mirror.clone();
             let store = parts.store.clone();
-            let stopping = stop.clone();
+            let leaving = leave.clone();
             (
                 mirror.clone(),
-                tokio::spawn(async move { store.keep(stopping).await }),
-                tokio::spawn(mirror.run(stop.clone())),
+                tokio::spawn(async move { store.keep(leaving).await }),
+                tokio::spawn(mirror.run(leave.clone())),
                 tokio::spawn(cluster::peer::accept(
                     parts.endpoint.clone(),
                     self.hub.clone(),
@@ -465,6 +472,7 @@ impl Edge {
             self.domain.clone(),
             self.certs.clone(),
             self.renewal.clone(),
+            self.cluster.as_ref().map(|c| c.store.clone()),
             stop.clone(),
         ));
 
@@ -492,11 +500,18 @@ impl Edge {
         if let Some(dns) = self.dns {
             dns.shutdown().await;
         }
+        self.server.proxy().closing_agents();
+        self.endpoint.close(
+            tunnel::close_code::SHUTTING_DOWN.into(),
+            b"edge shutting down",
+        );
         if let Some((_, keeper, mirror, peers)) = cluster {
+            // The agents move to other edges now; the keeper revokes the
+            // lease, and what this edge still held goes with it.
+            let _ = leave_tx.send(true);
+            let _ = tokio::time::timeout(Duration::from_secs(3), keeper).await;
             mirror.abort();
             let _ = peers.await;
-            // The keeper revokes the lease: this edge's routes go now.
-            let _ = tokio::time::timeout(Duration::from_secs(3), keeper).await;
         }
         if let Some(parts) = &self.cluster {
             parts.endpoint.close(
@@ -504,11 +519,6 @@ impl Edge {
                 b"edge shutting down",
             );
         }
-        self.server.proxy().closing_agents();
-        self.endpoint.close(
-            tunnel::close_code::SHUTTING_DOWN.into(),
-            b"edge shutting down",
-        );
         let _ = tokio::time::timeout(Duration::from_secs(1), self.endpoint.wait_idle()).await;
         if let Some(admin) = admin {
             admin.abort();
@@ -544,6 +554,7 @@ fn live_metrics(
             let status = renewal.status();
             (status.attempts, status.failures)
         }),
+        cluster: None,
     }
 }
 
@@ -563,18 +574,27 @@ impl CertificateKeeper {
         }
     }
 
+    /// In a cluster (`store`), an ACME certificate is the cluster's: one
+    /// edge orders it, every edge serves it (see [`cluster::acme`]).
     async fn keep(
         self,
         domain: String,
         certs: Arc<CertStore>,
         renewal: Renewal,
+        store: Option<Arc<cluster::store::Store>>,
         mut stop: watch::Receiver<bool>,
     ) {
         match self {
             CertificateKeeper::Fixed => {}
-            CertificateKeeper::Acme(settings, challenges) => {
-                acme::keep_renewed(settings, domain, certs, challenges, renewal, stop).await
-            }
+            CertificateKeeper::Acme(settings, challenges) => match store {
+                Some(store) => {
+                    cluster::acme::keep(settings, domain, store, certs, challenges, renewal, stop)
+                        .await
+                }
+                None => {
+                    acme::keep_renewed(settings, domain, certs, challenges, renewal, stop).await
+                }
+            },
             CertificateKeeper::Files(cert_file, key_file) => loop {
                 tokio::select! {
                     _ = renewal.requested() => renewal.take_request(),

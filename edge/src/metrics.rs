@@ -225,6 +225,19 @@ pub struct Live {
     pub certificate_not_after: Box<dyn Fn() -> Option<i64> + Send + Sync>,
     /// Certificate attempts (ACME orders, or files read again) and failures.
     pub certificate_attempts: Box<dyn Fn() -> (u64, u64) + Send + Sync>,
+    /// A cluster edge's view of the cluster; `None` for an edge alone.
+    pub cluster: Option<Box<dyn Fn() -> ClusterNow + Send + Sync>>,
+}
+
+/// What a cluster edge knows of the cluster now.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClusterNow {
+    /// Whether it holds its lease in the store (etcd reached).
+    pub store_up: bool,
+    /// Other edges it is connected to.
+    pub peers: u64,
+    /// Previews whose agent another edge holds, reached through it.
+    pub previews_elsewhere: u64,
 }
 
 impl std::fmt::Debug for Live {
@@ -372,6 +385,28 @@ impl Collector for Live {
             count((self.open_streams)()),
         )?;
 
+        if let Some(cluster) = &self.cluster {
+            let now = cluster();
+            gauge(
+                &mut encoder,
+                "cluster_store_up",
+                "1 while this edge holds its lease in the cluster's store (etcd), else 0: new names cannot be claimed",
+                i64::from(now.store_up),
+            )?;
+            gauge(
+                &mut encoder,
+                "cluster_peer_connections",
+                "Other edges of the cluster this edge is connected to",
+                count(now.peers),
+            )?;
+            gauge(
+                &mut encoder,
+                "cluster_previews_elsewhere",
+                "Previews whose agent another edge holds, served here through it",
+                count(now.previews_elsewhere),
+            )?;
+        }
+
         let (rtts, lost) = (self.agent_paths)();
         let secs: Vec<f64> = rtts.iter().map(Duration::as_secs_f64).collect();
         let mut rtt = encoder.encode_descriptor(
@@ -486,6 +521,11 @@ mod tests {
             }),
             certificate_not_after: Box::new(|| Some(1_800_000_000)),
             certificate_attempts: Box::new(|| (4, 1)),
+            cluster: Some(Box::new(|| ClusterNow {
+                store_up: true,
+                peers: 2,
+                previews_elsewhere: 5,
+            })),
         }
     }
 
@@ -576,6 +616,9 @@ mod tests {
             ("calvin_edge_certificate_expiry_timestamp_seconds", 1.8e9),
             ("calvin_edge_acme_attempts_total", 4.0),
             ("calvin_edge_acme_failures_total", 1.0),
+            ("calvin_edge_cluster_store_up", 1.0),
+            ("calvin_edge_cluster_peer_connections", 2.0),
+            ("calvin_edge_cluster_previews_elsewhere", 5.0),
         ];
         for (series, want) in expect {
             let got = value(&text, series).unwrap_or_else(|| panic!("no {series} in\n{text}"));

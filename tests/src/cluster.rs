@@ -171,6 +171,9 @@ pub struct ClusterOptions {
     pub extra: String,
     /// More arguments of `calvin-edge serve` (`--log-format json`).
     pub args: Vec<String>,
+    /// Whether each edge answers the zone's DNS (on its host, any port),
+    /// with its host as its `public_ips`.
+    pub dns: bool,
 }
 
 impl Default for ClusterOptions {
@@ -180,6 +183,7 @@ impl Default for ClusterOptions {
             lease_ttl_secs: 3,
             extra: String::new(),
             args: Vec::new(),
+            dns: false,
         }
     }
 }
@@ -216,9 +220,18 @@ pub fn edge_toml(
     cluster: &str,
     options: &ClusterOptions,
 ) -> String {
+    let (public_ips, dns) = if options.dns {
+        let host = listen.https.ip();
+        (
+            format!("public_ips = [\"{host}\"]\n"),
+            format!("dns = \"{}\"\n", SocketAddr::new(host, 0)),
+        )
+    } else {
+        (String::new(), String::new())
+    };
     let mut config = format!(
         r#"domain = "{CLUSTER_ZONE}"
-state_dir = "{state}"
+{public_ips}state_dir = "{state}"
 [admin]
 listen = "{admin}"
 [listen]
@@ -226,7 +239,7 @@ https = "{https}"
 http = "{http}"
 quic = "{quic}"
 plain_http = "serve"
-[tls]
+{dns}[tls]
 cert_file = "{cert}"
 key_file = "{key}"
 "#,

@@ -465,7 +465,10 @@ fn a_cluster_section_is_checked_with_its_certificates() {
         with("cluster.advertise").contains("\"edge-1.example.com\" is not HOST:PORT"),
         "{lines:?}"
     );
-    assert!(with("cluster.lease_ttl_secs").contains("lease_ttl_secs"), "{lines:?}");
+    assert!(
+        with("cluster.lease_ttl_secs").contains("lease_ttl_secs"),
+        "{lines:?}"
+    );
     assert!(with("cluster.peer_key").contains("mode 0644"), "{lines:?}");
     assert_eq!(lines.len(), 4, "three problems and the count: {lines:?}");
     // The key private again: the certificate that is not PEM is named.
@@ -473,7 +476,10 @@ fn a_cluster_section_is_checked_with_its_certificates() {
     std::fs::set_permissions(key, perms).expect("chmod");
     let out = check(&s.path("bad.toml"));
     let lines = stderr_lines(&out);
-    assert!(with_key(&lines, "cluster.peer_cert").contains("not-a.pem"), "{lines:?}");
+    assert!(
+        with_key(&lines, "cluster.peer_cert").contains("not-a.pem"),
+        "{lines:?}"
+    );
     // serve refuses the same file before it binds anything.
     let out = edge(&["serve", "--config"], &s.path("bad.toml"));
     assert_eq!(out.status.code(), Some(1));

@@ -86,6 +86,20 @@ impl Mirror {
         self.view.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The cluster as the metrics show it.
+    pub fn now(&self) -> crate::metrics::ClusterNow {
+        let view = self.view();
+        crate::metrics::ClusterNow {
+            store_up: *self.store.up().borrow(),
+            peers: view
+                .peers
+                .values()
+                .filter(|p| matches!(p, Peer::Up { conn, .. } if conn.close_reason().is_none()))
+                .count() as u64,
+            previews_elsewhere: view.mirrored.len() as u64,
+        }
+    }
+
     /// True once the first snapshot is in the table.
     pub fn synced(&self) -> watch::Receiver<bool> {
         self.synced.subscribe()

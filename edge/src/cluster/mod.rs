@@ -9,6 +9,7 @@
 //! With no `[cluster]`, none of this runs: one edge with its table in
 //! memory, as before.
 
+pub mod acme;
 pub mod mirror;
 pub mod peer;
 pub mod store;
