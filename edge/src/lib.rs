@@ -426,16 +426,23 @@ impl Edge {
                 mirror.clone(),
                 tokio::spawn(async move { store.keep(leaving).await }),
                 tokio::spawn(mirror.run(leave.clone())),
+                // Other edges reach this one's agents until they are
+                // closed, after the drain.
                 tokio::spawn(cluster::peer::accept(
                     parts.endpoint.clone(),
                     self.hub.clone(),
-                    stop.clone(),
+                    leave.clone(),
                 )),
             )
         });
-        if let Some((mirror, ..)) = &cluster {
+        if let (Some((mirror, ..)), Some(parts)) = (&cluster, &self.cluster) {
             let mut synced = mirror.synced();
-            let first = tokio::time::timeout(CLUSTER_SYNC_WAIT, synced.wait_for(|s| *s)).await;
+            let mut up = parts.store.up();
+            let first = tokio::time::timeout(CLUSTER_SYNC_WAIT, async {
+                let _ = synced.wait_for(|s| *s).await;
+                let _ = up.wait_for(|u| *u).await;
+            })
+            .await;
             if first.is_err() {
                 warn!(
                     "the cluster's store did not answer in time; serving without its routes until it does"

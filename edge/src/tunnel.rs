@@ -204,7 +204,28 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
             ),
         ),
     };
-    let welcome = session.welcome(hello.previews).await;
+    // A cluster edge without its lease cannot claim: the agent is told
+    // to try again (another edge, or this one later) rather than have its
+    // previews refused one by one, which it would drop.
+    if let Some(store) = &session.hub.store
+        && store.lease() == 0
+    {
+        let why = Failure::new(
+            ErrorCode::Unavailable,
+            "this edge cannot reach the cluster's store (etcd) now; try another edge or again later",
+        );
+        warn!(reason = %why, "agent refused");
+        return refuse(&session.conn, &mut send, why).await;
+    }
+    let welcome = match session.welcome(hello.previews).await {
+        Ok(welcome) => welcome,
+        Err(why) => {
+            // What it claimed before the store failed goes offline again.
+            warn!(reason = %why, "agent refused");
+            session.let_go().await;
+            return refuse(&session.conn, &mut send, why).await;
+        }
+    };
     session
         .hub
         .connected
@@ -298,25 +319,28 @@ const CONTROL_PER_SECOND: u32 = 50;
 const CONTROL_BURST: u32 = 200;
 
 impl Session {
-    async fn welcome(&mut self, previews: Vec<Preview>) -> Welcome {
+    /// The names the hello asks for, claimed again. A claim the cluster's
+    /// store could not answer fails the whole hello (see `serve_agent`).
+    async fn welcome(&mut self, previews: Vec<Preview>) -> Result<Welcome, Failure> {
         let mut restored = Vec::new();
         let mut rejected = Vec::new();
         for preview in previews {
             match self.open(Some(preview.name.clone()), preview.port).await {
                 Ok(p) => restored.push(p),
+                Err(failure) if failure.code == ErrorCode::Unavailable => return Err(failure),
                 Err(failure) => rejected.push(Rejected {
                     name: preview.name,
                     failure,
                 }),
             }
         }
-        Welcome {
+        Ok(Welcome {
             account: self.account.to_string(),
             domain: self.hub.domain.clone(),
             url_template: self.hub.url_template.clone(),
             restored,
             rejected,
-        }
+        })
     }
 
     /// Answers control requests until the agent stops sending them.
@@ -459,8 +483,11 @@ impl Session {
                 format!("this agent has no preview named {name}"),
             ));
         };
-        let released = self.hub.routes.release(name, id);
-        if let (true, Some(store), Some(claim)) = (released, &self.hub.store, claim) {
+        self.hub.routes.release(name, id);
+        // Even when another binding replaced this one here (the agent
+        // moved): the store ends only this claim's route, if it is still
+        // there, and this edge stops putting it again.
+        if let (Some(store), Some(claim)) = (&self.hub.store, claim) {
             store
                 .end(name, &claim, &self.account, NameState::Released)
                 .await;
@@ -471,19 +498,30 @@ impl Session {
 
     /// The agent is gone: its names answer "offline" and stay reserved.
     async fn end(self) {
-        for (name, (id, claim)) in &self.held {
-            let ended = self.hub.routes.disconnect(name, *id);
-            if let (true, Some(store), Some(claim)) = (ended, &self.hub.store, claim) {
-                store
-                    .end(name, claim, &self.account, NameState::Offline)
-                    .await;
-            }
-        }
+        self.let_go().await;
         self.hub
             .connected
             .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
         self.hub.connection_ended(&self.conn);
         info!(account = %self.account, previews = self.held.len(), "agent disconnected");
+    }
+
+    /// Its names read offline and stay reserved.
+    async fn let_go(&self) {
+        // Every name reads offline here first; then the store, where each
+        // end may wait on etcd.
+        for (name, (id, _)) in &self.held {
+            self.hub.routes.disconnect(name, *id);
+        }
+        if let Some(store) = &self.hub.store {
+            for (name, (_, claim)) in &self.held {
+                if let Some(claim) = claim {
+                    store
+                        .end(name, claim, &self.account, NameState::Offline)
+                        .await;
+                }
+            }
+        }
     }
 }
 

@@ -125,6 +125,9 @@ pub struct Waiting {
     conn: Option<(Arc<Upstream>, Pooled)>,
     /// Whether the response's body ended.
     ended: bool,
+    /// Whether it counts as a request under way for the account (a relay
+    /// for another edge does not: that edge counts it).
+    counted: bool,
 }
 
 impl Waiting {
@@ -143,7 +146,9 @@ impl Waiting {
 impl Drop for Waiting {
     fn drop(&mut self) {
         self.link.waiting.fetch_sub(1, Ordering::AcqRel);
-        self.link.account_streams.fetch_sub(1, Ordering::AcqRel);
+        if self.counted {
+            self.link.account_streams.fetch_sub(1, Ordering::AcqRel);
+        }
         // A body dropped before its end leaves its connection to close.
         if let (true, Some((upstream, conn))) = (self.ended, self.conn.take()) {
             upstream.recycle(conn);
@@ -155,6 +160,15 @@ impl Drop for Waiting {
 const LIVENESS_TICK: Duration = Duration::from_millis(250);
 /// Silence past which a probed agent is taken for dead, at the least.
 const LIVENESS_FLOOR: Duration = Duration::from_secs(1);
+/// The same for another edge of the cluster: its connection carries every
+/// account's requests, so a burst of loss on a long path between edges
+/// must not end them all.
+const PEER_LIVENESS_FLOOR: Duration = Duration::from_secs(3);
+
+/// Idle upstream connections kept per link through another edge: each is
+/// a stream the holding edge relays to the agent, whose streams are shared
+/// by every edge of the cluster (`MAX_DATA_STREAMS`).
+const PEER_MAX_IDLE: usize = 32;
 
 impl AgentLink {
     /// `account_streams` counts the requests under way over all of the
@@ -219,16 +233,23 @@ impl AgentLink {
         {
             return Err(UpstreamError::AccountBusy(max));
         }
+        Ok(self.watched(true))
+    }
+
+    /// Keeps the agent watched (see [`Self::wait_on`]) until the guard
+    /// drops; `counted`: as a request under way for the account.
+    fn watched(self: &Arc<Self>, counted: bool) -> Waiting {
         self.waiting.fetch_add(1, Ordering::AcqRel);
         if !self.watching.swap(true, Ordering::AcqRel) {
             tokio::spawn(Self::watch(Arc::downgrade(self)));
         }
-        Ok(Waiting {
+        Waiting {
             link: self.clone(),
             dead: self.dead.subscribe(),
             conn: None,
             ended: false,
-        })
+            counted,
+        }
     }
 
     /// While anything waits on the agent: whenever nothing arrived from it
@@ -273,7 +294,12 @@ impl AgentLink {
                 (heard, since) = (now_heard, Instant::now());
                 continue;
             }
-            let limit = LIVENESS_FLOOR.max(this.conn.rtt() * 4);
+            let floor = if this.peer {
+                PEER_LIVENESS_FLOOR
+            } else {
+                LIVENESS_FLOOR
+            };
+            let limit = floor.max(this.conn.rtt() * 4);
             if since.elapsed() >= limit {
                 this.conn.close(
                     crate::tunnel::close_code::UNRESPONSIVE.into(),
@@ -295,7 +321,11 @@ impl AgentLink {
 
     /// Counts one more idle connection, unless the budget is spent.
     fn reserve_idle(&self) -> bool {
-        let max = self.settings.max_idle_per_agent;
+        let max = if self.peer {
+            self.settings.max_idle_per_agent.min(PEER_MAX_IDLE)
+        } else {
+            self.settings.max_idle_per_agent
+        };
         self.idle
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < max).then_some(n + 1)
@@ -394,9 +424,8 @@ impl Upstream {
     /// Relays a stream another edge of the cluster opened for this preview
     /// (`header` read from it already) to the agent: a stream to the agent
     /// with the header, then bytes both ways, as the agent's answer and
-    /// the HTTP it carries come. It counts as a request under way on the
-    /// agent, so the agent is watched meanwhile: one that stops answering
-    /// resets both streams. An end or a reset on one side is passed to the
+    /// the HTTP it carries come. The agent is watched meanwhile: one that
+    /// stops answering resets both streams. An end or a reset on one side is passed to the
     /// other.
     pub async fn relay(
         &self,
@@ -405,16 +434,9 @@ impl Upstream {
         mut peer_recv: quinn::RecvStream,
     ) {
         let refuse = |reason, message: String| StreamAnswer::Refused { reason, message };
-        let mut waiting = match self.link.wait_on() {
-            Ok(waiting) => waiting,
-            Err(err) => {
-                let answer = refuse(StreamRefusal::ConnectFailed, err.to_string());
-                if write_frame(&mut peer_send, &answer).await.is_ok() {
-                    let _ = peer_send.finish();
-                }
-                return;
-            }
-        };
+        // The edge that asked counts the request for the account (its
+        // pooled connections too would fill this edge's count while idle).
+        let mut waiting = self.link.watched(false);
         let (mut send, mut recv) = match self.link.conn.open_bi().await {
             Ok(pair) => pair,
             Err(_) => {

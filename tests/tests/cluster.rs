@@ -285,6 +285,30 @@ async fn the_agent_of_a_killed_edge_serves_again_from_every_edge_within_10_s() {
         etcd.get_prefix("calvin/").await
     );
     eprintln!("served again from every surviving edge {served_again:?} after the kill");
+
+    // Taken down on its new edge: unknown on every edge (not offline),
+    // no route left, the name reserved to its account as taken down.
+    let down = agent.client().unpreview("web").await.expect("unpreview");
+    assert!(down.status.is_success(), "{down:?}");
+    for i in 1..3 {
+        let got = get_on(&cluster, i, "web", "/hello").await;
+        assert_eq!(
+            got.header("x-calvin-error"),
+            Some("unknown-preview"),
+            "edge {}: {} {}",
+            i + 1,
+            got.status,
+            cluster.logs()
+        );
+    }
+    assert!(etcd.get_prefix("calvin/routes/").await.is_empty());
+    let names = etcd.get_prefix("calvin/names/web").await;
+    assert!(
+        names.len() == 1
+            && names[0].1.contains(r#""account":"alice""#)
+            && names[0].1.contains(r#""state":"released""#),
+        "{names:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -616,4 +640,50 @@ async fn every_edge_s_dns_answers_the_addresses_of_the_live_edges() {
         "the dead edge left the answers {:?} after the kill",
         killed.elapsed()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_agent_whose_edge_dies_while_etcd_is_down_keeps_its_previews_until_it_is_back() {
+    let mut etcd = Etcd::start().await;
+    let mut cluster = ClusterEdges::start(3, &etcd).await;
+    let origin = Origin::start().await;
+    let agent = agent_with(&cluster, &[0, 1, 2], "alice", origin.port, "web").await;
+    let hello = b"hello from origin\n";
+    assert!(
+        serves_within(&cluster, 1, "web", "/hello", hello, Duration::from_secs(5))
+            .await
+            .is_some(),
+        "{}",
+        cluster.logs()
+    );
+    etcd.stop().await;
+    // Past the lease TTL: the edges know they cannot claim.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    cluster.kill(0).await;
+    // The other edges refuse the agent's hello (they cannot claim its
+    // name); it keeps the preview and goes on trying.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let list = agent.list().await;
+    assert!(!list.connected, "{list:?}");
+    assert_eq!(
+        list.previews
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect::<Vec<_>>(),
+        ["web"]
+    );
+    let log = cluster.log(1) + &cluster.log(2);
+    assert!(log.contains("cannot reach the cluster's store"), "{log}");
+
+    etcd.restart().await;
+    for i in 1..3 {
+        assert!(
+            serves_within(&cluster, i, "web", "/hello", hello, Duration::from_secs(20))
+                .await
+                .is_some(),
+            "edge {} does not serve the preview after etcd came back:\n{}",
+            i + 1,
+            cluster.logs()
+        );
+    }
 }

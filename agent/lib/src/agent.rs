@@ -285,7 +285,9 @@ impl Agent {
         self.shared.counts.connect_failed();
         let shown = edge.as_ref().map(tracing::field::display);
         match err {
-            ConnectError::Refused(failure) => {
+            // A cluster edge that cannot reach its store: another edge
+            // may, or this one soon; nothing the agent holds is wrong.
+            ConnectError::Refused(failure) if failure.code != ErrorCode::Unavailable => {
                 warn!(edge = shown, reason = %failure, "the edge refused this agent");
                 self.shared.link.send_replace(LinkState::Refused(failure));
                 backoff.slowest();

@@ -31,6 +31,8 @@ const RETRY_MAX: Duration = Duration::from_secs(2);
 #[derive(Default)]
 struct View {
     routes: HashMap<PreviewName, RouteRecord>,
+    /// The store's revision of each route's last change.
+    route_revisions: HashMap<PreviewName, i64>,
     names: HashMap<PreviewName, NameRecord>,
     edges: HashMap<String, super::store::EdgeRecord>,
     /// Names bound here to another edge's agent.
@@ -62,6 +64,8 @@ pub struct Mirror {
     view: Mutex<View>,
     /// Turns true once the first snapshot is applied.
     synced: watch::Sender<bool>,
+    /// Turns true when the edge leaves: dialling stops.
+    leaving: watch::Sender<bool>,
     /// The zone's addresses: every live edge's (for the DNS answers).
     addresses: watch::Sender<Vec<std::net::IpAddr>>,
 }
@@ -78,6 +82,7 @@ impl Mirror {
             endpoint,
             view: Mutex::default(),
             synced: watch::channel(false).0,
+            leaving: watch::channel(false).0,
             addresses: watch::channel(Vec::new()).0,
         })
     }
@@ -112,6 +117,10 @@ impl Mirror {
 
     /// Follows etcd until `stop`.
     pub async fn run(self: Arc<Self>, mut stop: watch::Receiver<bool>) {
+        let leaving = self.clone();
+        let _leave = Defer(move || {
+            leaving.leaving.send_replace(true);
+        });
         let mut wait = RETRY_MIN;
         loop {
             let followed = tokio::select! {
@@ -134,8 +143,8 @@ impl Mirror {
         let (kvs, revision) = self.store.snapshot().await?;
         {
             let mut fresh = View::default();
-            for (key, value) in &kvs {
-                apply_put(&mut fresh, key, value);
+            for (key, value, revision) in &kvs {
+                apply_put(&mut fresh, key, value, *revision);
             }
             let mut view = self.view();
             let touched: Vec<PreviewName> = view
@@ -147,6 +156,7 @@ impl Mirror {
                 .cloned()
                 .collect();
             view.routes = fresh.routes;
+            view.route_revisions = fresh.route_revisions;
             view.names = fresh.names;
             view.edges = fresh.edges;
             for name in touched {
@@ -179,7 +189,7 @@ impl Mirror {
                 let key = String::from_utf8_lossy(kv.key()).into_owned();
                 edges_changed |= key.starts_with(EDGES);
                 match event.event_type() {
-                    EventType::Put => apply_put(&mut view, &key, kv.value()),
+                    EventType::Put => apply_put(&mut view, &key, kv.value(), kv.mod_revision()),
                     EventType::Delete => apply_delete(&mut view, &key),
                 }
                 if let Some(name) = name_of(&key) {
@@ -229,7 +239,10 @@ impl Mirror {
             };
             if view.routes.contains_key(name) {
                 // This edge's agent has it now; its binding replaced the
-                // mirrored one already.
+                // mirrored one already (were the mirrored one still
+                // there, it reads offline rather than sending visitors to
+                // an edge the agent left).
+                routes.disconnect(name, gone.id);
                 return;
             }
             let released = view
@@ -243,6 +256,16 @@ impl Mirror {
             }
             return;
         };
+        // Another edge's route. Older than this edge's own claim of the
+        // name, it is a view not caught up yet (a snapshot read before the
+        // claim, an event on its way): the claim's own event follows.
+        // Newer, the agent moved there: this edge lets its claim go.
+        let revision = view.route_revisions.get(name).copied().unwrap_or(0);
+        match self.store.claimed_at(name) {
+            Some(ours) if ours > revision => return,
+            Some(_) => self.store.forget(name),
+            None => {}
+        }
         let account = AccountId::new(&route.account);
         let link = match view.peers.get_mut(&route.edge) {
             Some(Peer::Up { conn, links }) if conn.close_reason().is_none() => {
@@ -324,13 +347,21 @@ impl Mirror {
     /// Dials another edge until it answers or serves nothing any more,
     /// then binds its names here, and watches the connection.
     async fn dial(self: Arc<Self>, edge: String) {
+        let mut leaving = self.leaving.subscribe();
         let mut wait = RETRY_MIN;
         let conn = loop {
-            match super::peer::dial(&self.endpoint, &edge).await {
+            let dialled = tokio::select! {
+                dialled = super::peer::dial(&self.endpoint, &edge) => dialled,
+                _ = leaving.wait_for(|l| *l) => return,
+            };
+            match dialled {
                 Ok(conn) => break conn,
                 Err(err) => warn!(%edge, %err, "cannot reach another edge of the cluster"),
             }
-            tokio::time::sleep(wait).await;
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                _ = leaving.wait_for(|l| *l) => return,
+            }
             wait = (wait * 2).min(RETRY_MAX);
             let mut view = self.view();
             if !view.routes.values().any(|r| r.edge == edge) {
@@ -350,7 +381,10 @@ impl Mirror {
             );
             self.reconcile_edge(&mut view, &edge);
         }
-        let reason = conn.closed().await;
+        let reason = tokio::select! {
+            reason = conn.closed() => reason,
+            _ = leaving.wait_for(|l| *l) => return,
+        };
         info!(%edge, %reason, "the connection to another edge of the cluster ended");
         let mut view = self.view();
         let ours = matches!(view.peers.get(&edge),
@@ -384,12 +418,13 @@ fn name_of(key: &str) -> Option<PreviewName> {
     PreviewName::parse(name).ok()
 }
 
-fn apply_put(view: &mut View, key: &str, value: &[u8]) {
+fn apply_put(view: &mut View, key: &str, value: &[u8], revision: i64) {
     if let Some(name) = key.strip_prefix(ROUTES) {
         if let (Ok(name), Ok(route)) = (
             PreviewName::parse(name),
             serde_json::from_slice::<RouteRecord>(value),
         ) {
+            view.route_revisions.insert(name.clone(), revision);
             view.routes.insert(name, route);
         }
     } else if let Some(name) = key.strip_prefix(NAMES) {
@@ -410,6 +445,7 @@ fn apply_delete(view: &mut View, key: &str) {
     if let Some(name) = key.strip_prefix(ROUTES) {
         if let Ok(name) = PreviewName::parse(name) {
             view.routes.remove(&name);
+            view.route_revisions.remove(&name);
         }
     } else if let Some(name) = key.strip_prefix(NAMES) {
         if let Ok(name) = PreviewName::parse(name) {
@@ -417,5 +453,14 @@ fn apply_delete(view: &mut View, key: &str) {
         }
     } else if let Some(edge) = key.strip_prefix(EDGES) {
         view.edges.remove(edge);
+    }
+}
+
+/// Runs its closure when dropped (the mirror's task ends or is aborted).
+struct Defer<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for Defer<F> {
+    fn drop(&mut self) {
+        (self.0)();
     }
 }

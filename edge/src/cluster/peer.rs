@@ -145,8 +145,9 @@ pub async fn dial(
         .rsplit_once(':')
         .map(|(host, _)| host.trim_start_matches('[').trim_end_matches(']'))
         .ok_or_else(|| format!("{advertise} is not host:port"))?;
-    let addr = tokio::net::lookup_host(advertise)
+    let addr = tokio::time::timeout(DIAL_TIMEOUT, tokio::net::lookup_host(advertise))
         .await
+        .map_err(|_| format!("resolving {advertise}: no answer in time"))?
         .map_err(|e| format!("resolving {advertise}: {e}"))?
         .next()
         .ok_or_else(|| format!("{advertise} resolves to no address"))?;

@@ -95,9 +95,11 @@ pub enum StoreRefusal {
     Unavailable(String),
 }
 
-/// A claim this edge made, as `routes/<name>` holds it.
+/// A claim this edge made: `routes/<name>`'s value, and the store's
+/// revision of the transaction that made it (what came before it in the
+/// store is older than the claim).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claim(Vec<u8>);
+pub struct Claim(Vec<u8>, i64);
 
 /// This edge's side of the store.
 pub struct Store {
@@ -272,15 +274,34 @@ impl Store {
                 .await
                 .map_err(StoreRefusal::Unavailable)?;
             if written.succeeded() {
-                let claim = Claim(value);
+                let revision = written.header().map_or(0, |h| h.revision());
+                let claim = Claim(value, revision);
                 self.owned_lock()
                     .insert(name.clone(), (claim.clone(), account.clone()));
+                // The keeper may have moved to a new lease meanwhile (and
+                // put the routes it knew of on it, before this one): this
+                // route goes on the lease it has now.
+                let now = self.lease.load(Ordering::Acquire);
+                if now != lease && now != 0 {
+                    let _ = self.put_route(&mut client, name, &claim, now).await;
+                }
                 return Ok(claim);
             }
         }
         Err(StoreRefusal::Unavailable(format!(
             "the name {name} changed {CLAIM_TRIES} times while this edge claimed it"
         )))
+    }
+
+    /// The revision of this edge's claim of `name`, if it holds one.
+    pub fn claimed_at(&self, name: &PreviewName) -> Option<i64> {
+        self.owned_lock().get(name).map(|(claim, _)| claim.1)
+    }
+
+    /// Another edge's claim replaced this edge's of `name` (its agent
+    /// moved): this edge no longer puts it again or renews it.
+    pub fn forget(&self, name: &PreviewName) {
+        self.owned_lock().remove(name);
     }
 
     fn owned_lock(&self) -> std::sync::MutexGuard<'_, HashMap<PreviewName, (Claim, AccountId)>> {
@@ -310,6 +331,12 @@ impl Store {
                 owned.remove(name);
             }
         }
+        if self.lease.load(Ordering::Acquire) == 0 {
+            // etcd is not reached now: no wait for a timeout per name.
+            self.unended_lock()
+                .insert(name.clone(), (claim.clone(), account.clone(), state));
+            return;
+        }
         if let Err(err) = self.write_end(name, claim, account, state).await {
             warn!(%name, %err, "cannot end the name's route in etcd now; trying again later");
             self.unended_lock()
@@ -337,14 +364,84 @@ impl Store {
                 claim.0.clone(),
             )])
             .and_then([
-                TxnOp::delete(routes_key, None),
+                TxnOp::delete(routes_key.clone(), None),
                 TxnOp::put(
-                    names_key,
+                    names_key.clone(),
                     serde_json::to_vec(&record).unwrap_or_default(),
                     None,
                 ),
             ]);
-        timed("ending the route", self.client.clone().txn(txn))
+        let mut client = self.client.clone();
+        let ended = timed("ending the route", client.txn(txn)).await?;
+        if ended.succeeded() {
+            return Ok(());
+        }
+        // No route of this claim: another claim replaced it (nothing to
+        // do), or none is there (its lease ran out before this end came):
+        // the name is still recorded taken down or offline, if it is
+        // still this account's and unrouted.
+        let read = timed(
+            "reading the name",
+            client.get(names_key.clone(), None::<GetOptions>),
+        )
+        .await?;
+        let Some(kv) = read.kvs().first() else {
+            return Ok(());
+        };
+        let ours = serde_json::from_slice::<NameRecord>(kv.value())
+            .is_ok_and(|r| r.account == account.as_str() && r.state == NameState::Live);
+        if !ours {
+            return Ok(());
+        }
+        let txn = Txn::new()
+            .when([
+                Compare::mod_revision(names_key.clone(), CompareOp::Equal, kv.mod_revision()),
+                Compare::create_revision(routes_key, CompareOp::Equal, 0),
+            ])
+            .and_then([TxnOp::put(
+                names_key,
+                serde_json::to_vec(&record).unwrap_or_default(),
+                None,
+            )]);
+        timed("recording the end", client.txn(txn))
+            .await
+            .map(|_| ())
+    }
+
+    /// Puts `name`'s route of `claim` on `lease`, unless another claim
+    /// replaced it.
+    async fn put_route(
+        &self,
+        client: &mut Client,
+        name: &PreviewName,
+        claim: &Claim,
+        lease: i64,
+    ) -> Result<(), String> {
+        let routes_key = key(ROUTES, name);
+        let put = || {
+            TxnOp::put(
+                routes_key.clone(),
+                claim.0.clone(),
+                Some(PutOptions::new().with_lease(lease)),
+            )
+        };
+        let txn = Txn::new()
+            .when([Compare::create_revision(
+                routes_key.clone(),
+                CompareOp::Equal,
+                0,
+            )])
+            .and_then([put()])
+            .or_else([TxnOp::txn(
+                Txn::new()
+                    .when([Compare::value(
+                        routes_key.clone(),
+                        CompareOp::Equal,
+                        claim.0.clone(),
+                    )])
+                    .and_then([put()]),
+            )]);
+        timed("registering a route again", client.txn(txn))
             .await
             .map(|_| ())
     }
@@ -360,7 +457,6 @@ impl Store {
                 kept = self.keep_one_lease() => kept,
                 _ = stop.wait_for(|s| *s) => break,
             };
-            self.lease.store(0, Ordering::Release);
             self.up.send_replace(false);
             if failing_since.as_deref() != Some(kept.as_str()) {
                 warn!(err = %kept, "the cluster's store: lease lost or not reached; claims are refused until it is back");
@@ -382,7 +478,9 @@ impl Store {
         }
     }
 
-    /// One lease's life: returns why it ended.
+    /// One lease's life: returns why it ended. The lease is kept alive
+    /// from the moment it is granted, beside the work done on it (putting
+    /// every route again, renewing reservations), however long that takes.
     async fn keep_one_lease(&self) -> String {
         let mut client = self.client.clone();
         let ttl = i64::try_from(self.ttl.as_secs()).unwrap_or(5);
@@ -391,40 +489,56 @@ impl Store {
             Err(err) => return err,
         };
         let lease = granted.id();
-        if let Err(err) = self.put_all(lease).await {
-            let _ = timed("revoking the lease", client.lease_revoke(lease)).await;
-            return err;
-        }
         let (mut keeper, mut answers) =
             match timed("keeping the lease alive", client.lease_keep_alive(lease)).await {
                 Ok(pair) => pair,
                 Err(err) => return err,
             };
-        self.lease.store(lease, Ordering::Release);
-        self.up.send_replace(true);
-        info!(lease, "the cluster's store: lease taken, routes registered");
         let every = (self.ttl / 3).max(Duration::from_millis(300));
-        let refresh_every =
-            (self.name_lease / 4).clamp(Duration::from_secs(1), Duration::from_secs(3600));
-        let mut refreshed = tokio::time::Instant::now();
-        loop {
-            tokio::time::sleep(every).await;
-            if keeper.keep_alive().await.is_err() {
-                return "the lease's keep-alive stream ended".into();
+        let alive = async {
+            loop {
+                tokio::time::sleep(every).await;
+                if keeper.keep_alive().await.is_err() {
+                    return "the lease's keep-alive stream ended".to_owned();
+                }
+                match tokio::time::timeout(OP_TIMEOUT, answers.message()).await {
+                    Ok(Ok(Some(answer))) if answer.ttl() > 0 => {}
+                    Ok(Ok(Some(_))) => return "the lease expired".into(),
+                    Ok(Ok(None)) => return "the lease's keep-alive stream ended".into(),
+                    Ok(Err(err)) => return format!("keeping the lease alive: {err}"),
+                    Err(_) => return "no keep-alive answer in time".into(),
+                }
             }
-            match tokio::time::timeout(OP_TIMEOUT, answers.message()).await {
-                Ok(Ok(Some(answer))) if answer.ttl() > 0 => {}
-                Ok(Ok(Some(_))) => return "the lease expired".into(),
-                Ok(Ok(None)) => return "the lease's keep-alive stream ended".into(),
-                Ok(Err(err)) => return format!("keeping the lease alive: {err}"),
-                Err(_) => return "no keep-alive answer in time".into(),
+        };
+        let work = async {
+            // Claims go on this lease from now on; the routes claimed
+            // before are put on it here.
+            self.lease.store(lease, Ordering::Release);
+            if let Err(err) = self.put_all(lease).await {
+                return err;
             }
-            self.end_unended().await;
-            if refreshed.elapsed() >= refresh_every {
-                refreshed = tokio::time::Instant::now();
-                self.refresh_reservations().await;
+            self.up.send_replace(true);
+            info!(lease, "the cluster's store: lease taken, routes registered");
+            let refresh_every =
+                (self.name_lease / 4).clamp(Duration::from_secs(1), Duration::from_secs(3600));
+            let mut refreshed = tokio::time::Instant::now();
+            loop {
+                tokio::time::sleep(every).await;
+                self.end_unended().await;
+                if refreshed.elapsed() >= refresh_every {
+                    refreshed = tokio::time::Instant::now();
+                    self.refresh_reservations().await;
+                }
             }
-        }
+        };
+        let ended = tokio::select! {
+            why = alive => why,
+            why = work => why,
+        };
+        let _ = self
+            .lease
+            .compare_exchange(lease, 0, Ordering::AcqRel, Ordering::Acquire);
+        ended
     }
 
     /// Puts `edges/<me>` and this edge's routes on `lease`. A route that
@@ -447,31 +561,7 @@ impl Store {
             .map(|(name, (claim, _))| (name.clone(), claim.clone()))
             .collect();
         for (name, claim) in owned {
-            let routes_key = key(ROUTES, &name);
-            let put = || {
-                TxnOp::put(
-                    routes_key.clone(),
-                    claim.0.clone(),
-                    Some(PutOptions::new().with_lease(lease)),
-                )
-            };
-            let txn = Txn::new()
-                .when([Compare::create_revision(
-                    routes_key.clone(),
-                    CompareOp::Equal,
-                    0,
-                )])
-                .and_then([put()])
-                .or_else([TxnOp::txn(
-                    Txn::new()
-                        .when([Compare::value(
-                            routes_key.clone(),
-                            CompareOp::Equal,
-                            claim.0.clone(),
-                        )])
-                        .and_then([put()]),
-                )]);
-            timed("registering a route again", client.txn(txn)).await?;
+            self.put_route(&mut client, &name, &claim, lease).await?;
         }
         Ok(())
     }
@@ -526,8 +616,9 @@ impl Store {
         }
     }
 
-    /// Reads every key under [`PREFIX`]: the snapshot and its revision.
-    pub async fn snapshot(&self) -> Result<(Vec<(String, Vec<u8>)>, i64), String> {
+    /// Reads every key under [`PREFIX`]: each key, value and revision of
+    /// its last change, and the snapshot's revision.
+    pub async fn snapshot(&self) -> Result<(Vec<(String, Vec<u8>, i64)>, i64), String> {
         let mut got = timed(
             "reading the cluster",
             self.client
@@ -540,8 +631,9 @@ impl Store {
             .take_kvs()
             .into_iter()
             .map(|kv| {
+                let revision = kv.mod_revision();
                 let (key, value) = kv.into_key_value();
-                (String::from_utf8_lossy(&key).into_owned(), value)
+                (String::from_utf8_lossy(&key).into_owned(), value, revision)
             })
             .collect();
         Ok((kvs, revision))
