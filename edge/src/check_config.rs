@@ -134,6 +134,13 @@ fn problems(doc: &Doc<'_>, config: &ConfigFile) -> (Vec<Problem>, usize) {
     {
         add("dns.ttl", problem);
     }
+    #[cfg(not(feature = "cluster"))]
+    if config.cluster.is_some() {
+        add(
+            "cluster",
+            "this calvin-edge was built without the `cluster` feature: build it with its default features (which need protoc) to run in a cluster".into(),
+        );
+    }
     if let Some(cluster) = &config.cluster {
         for (key, message) in cluster.problems() {
             add(&format!("cluster.{key}"), message);
@@ -155,6 +162,11 @@ fn problems(doc: &Doc<'_>, config: &ConfigFile) -> (Vec<Problem>, usize) {
             add("cluster.peer_key", why);
             readable = false;
         }
+        // Built without the cluster, the peer TLS is never loaded (the
+        // problem above says so).
+        #[cfg(not(feature = "cluster"))]
+        let _ = readable;
+        #[cfg(feature = "cluster")]
         if readable
             && let Err(e) = crate::cluster::peer::PeerTls::load(
                 &cluster.peer_ca,

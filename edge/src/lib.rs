@@ -97,10 +97,12 @@ pub struct Edge {
     grace: Duration,
     admin: Arc<Admin>,
     admin_listener: Option<TcpListener>,
+    #[cfg(feature = "cluster")]
     cluster: Option<ClusterParts>,
 }
 
 /// A cluster edge's store and edge-to-edge endpoint.
+#[cfg(feature = "cluster")]
 struct ClusterParts {
     store: Arc<cluster::store::Store>,
     endpoint: quinn::Endpoint,
@@ -190,6 +192,13 @@ impl Edge {
             QuicBindError::Tls(e) => StartError::Tls(e),
         })?;
 
+        #[cfg(not(feature = "cluster"))]
+        if settings.cluster.is_some() {
+            return Err(StartError::Cluster(
+                "this calvin-edge was built without the `cluster` feature (cargo build -p calvin-edge, with its default features, and protoc)".into(),
+            ));
+        }
+        #[cfg(feature = "cluster")]
         let cluster = match &settings.cluster {
             None => None,
             Some(cluster) => {
@@ -231,9 +240,12 @@ impl Edge {
             quic: endpoint.local_addr().unwrap_or(quic_addr),
             dns: dns.as_ref().map(DnsServer::local_addr),
             admin: None,
+            #[cfg(feature = "cluster")]
             peer: cluster
                 .as_ref()
                 .and_then(|(_, endpoint)| endpoint.local_addr().ok()),
+            #[cfg(not(feature = "cluster"))]
+            peer: None,
             url_template: settings
                 .public_url
                 .clone()
@@ -261,14 +273,18 @@ impl Edge {
             account_streams: dashmap::DashMap::new(),
             connections: Default::default(),
             counts: counts.clone(),
+            #[cfg(feature = "cluster")]
             store: cluster.as_ref().map(|(store, _)| store.clone()),
         });
+        #[cfg(feature = "cluster")]
         let cluster = cluster.map(|(store, endpoint)| ClusterParts {
             mirror: cluster::mirror::Mirror::new(store.clone(), hub.clone(), endpoint.clone()),
             store,
             endpoint,
         });
+        #[cfg_attr(not(feature = "cluster"), expect(unused_mut))]
         let mut live = live_metrics(&routes, &hub, &certs, &renewal);
+        #[cfg(feature = "cluster")]
         if let Some(parts) = &cluster {
             let mirror = parts.mirror.clone();
             live.cluster = Some(Box::new(move || mirror.now()));
@@ -350,6 +366,7 @@ impl Edge {
                 serving: Arc::new(AtomicBool::new(false)),
             }),
             admin_listener: None,
+            #[cfg(feature = "cluster")]
             cluster,
         })
     }
@@ -417,7 +434,9 @@ impl Edge {
         // The store's lease and the table's following of it last until
         // the agents' connections are closed, after the drain: the other
         // edges keep reaching this edge's agents through it meanwhile.
+        #[cfg(feature = "cluster")]
         let (leave_tx, leave) = watch::channel(false);
+        #[cfg(feature = "cluster")]
         let cluster = self.cluster.as_ref().map(|parts| {
             let mirror = parts.mirror.clone();
             let store = parts.store.clone();
@@ -435,6 +454,7 @@ impl Edge {
                 )),
             )
         });
+        #[cfg(feature = "cluster")]
         if let (Some((mirror, ..)), Some(parts)) = (&cluster, &self.cluster) {
             let mut synced = mirror.synced();
             let mut up = parts.store.up();
@@ -479,6 +499,7 @@ impl Edge {
             self.domain.clone(),
             self.certs.clone(),
             self.renewal.clone(),
+            #[cfg(feature = "cluster")]
             self.cluster.as_ref().map(|c| c.store.clone()),
             stop.clone(),
         ));
@@ -512,6 +533,7 @@ impl Edge {
             tunnel::close_code::SHUTTING_DOWN.into(),
             b"edge shutting down",
         );
+        #[cfg(feature = "cluster")]
         if let Some((_, keeper, mirror, peers)) = cluster {
             // The agents move to other edges now; the keeper revokes the
             // lease, and what this edge still held goes with it.
@@ -520,6 +542,7 @@ impl Edge {
             mirror.abort();
             let _ = peers.await;
         }
+        #[cfg(feature = "cluster")]
         if let Some(parts) = &self.cluster {
             parts.endpoint.close(
                 tunnel::close_code::SHUTTING_DOWN.into(),
@@ -535,6 +558,7 @@ impl Edge {
 }
 
 /// How long a cluster edge waits at start for the store's routes.
+#[cfg(feature = "cluster")]
 const CLUSTER_SYNC_WAIT: Duration = Duration::from_secs(5);
 
 /// What the metrics read at each scrape: the tunnel, the routes, the
@@ -588,20 +612,18 @@ impl CertificateKeeper {
         domain: String,
         certs: Arc<CertStore>,
         renewal: Renewal,
-        store: Option<Arc<cluster::store::Store>>,
+        #[cfg(feature = "cluster")] store: Option<Arc<cluster::store::Store>>,
         mut stop: watch::Receiver<bool>,
     ) {
         match self {
             CertificateKeeper::Fixed => {}
-            CertificateKeeper::Acme(settings, challenges) => match store {
-                Some(store) => {
-                    cluster::acme::keep(settings, domain, store, certs, challenges, renewal, stop)
-                        .await
-                }
-                None => {
-                    acme::keep_renewed(settings, domain, certs, challenges, renewal, stop).await
-                }
-            },
+            #[cfg(feature = "cluster")]
+            CertificateKeeper::Acme(settings, challenges) if let Some(store) = store => {
+                cluster::acme::keep(settings, domain, store, certs, challenges, renewal, stop).await
+            }
+            CertificateKeeper::Acme(settings, challenges) => {
+                acme::keep_renewed(settings, domain, certs, challenges, renewal, stop).await
+            }
             CertificateKeeper::Files(cert_file, key_file) => loop {
                 tokio::select! {
                     _ = renewal.requested() => renewal.take_request(),

@@ -15,7 +15,11 @@ use tokio::sync::watch;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::accounts::{AccountId, Accounts};
+#[cfg(feature = "cluster")]
 use crate::cluster::store::{Claim, NameState, Store, StoreRefusal};
+/// Built without the cluster, no claim is ever made in a store.
+#[cfg(not(feature = "cluster"))]
+type Claim = std::convert::Infallible;
 use crate::metrics::{Counts, HandshakeFailure};
 use crate::route_table::{ClaimError, RouteId, RouteTable};
 use crate::upstream::{AgentLink, Upstream, UpstreamSettings};
@@ -48,6 +52,7 @@ pub(crate) struct AgentHub {
     pub counts: Counts,
     /// The cluster's store, when this edge is one of several: names are
     /// claimed there first (see [`crate::cluster`]).
+    #[cfg(feature = "cluster")]
     pub store: Option<Arc<Store>>,
 }
 
@@ -207,6 +212,7 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
     // A cluster edge without its lease cannot claim: the agent is told
     // to try again (another edge, or this one later) rather than have its
     // previews refused one by one, which it would drop.
+    #[cfg(feature = "cluster")]
     if let Some(store) = &session.hub.store
         && store.lease() == 0
     {
@@ -402,6 +408,7 @@ impl Session {
     }
 
     async fn open(&mut self, name: Option<PreviewName>, port: Port) -> Result<Preview, Failure> {
+        #[cfg(feature = "cluster")]
         if let Some(store) = self.hub.store.clone() {
             return self.open_in_cluster(&store, name, port).await;
         }
@@ -420,6 +427,7 @@ impl Session {
 
     /// The store decides who has the name (its transaction), then the
     /// table here binds it. The per-account cap is checked first, here.
+    #[cfg(feature = "cluster")]
     async fn open_in_cluster(
         &mut self,
         store: &Store,
@@ -484,9 +492,12 @@ impl Session {
             ));
         };
         self.hub.routes.release(name, id);
+        #[cfg(not(feature = "cluster"))]
+        let _: Option<Claim> = claim;
         // Even when another binding replaced this one here (the agent
         // moved): the store ends only this claim's route, if it is still
         // there, and this edge stops putting it again.
+        #[cfg(feature = "cluster")]
         if let (Some(store), Some(claim)) = (&self.hub.store, claim) {
             store
                 .end(name, &claim, &self.account, NameState::Released)
@@ -513,6 +524,7 @@ impl Session {
         for (name, (id, _)) in &self.held {
             self.hub.routes.disconnect(name, *id);
         }
+        #[cfg(feature = "cluster")]
         if let Some(store) = &self.hub.store {
             for (name, (_, claim)) in &self.held {
                 if let Some(claim) = claim {
@@ -526,8 +538,10 @@ impl Session {
 }
 
 /// How many random names a cluster edge tries in the store.
+#[cfg(feature = "cluster")]
 const GENERATE_ATTEMPTS: usize = 16;
 
+#[cfg(feature = "cluster")]
 fn store_failure(refusal: StoreRefusal) -> Failure {
     let code = match refusal {
         StoreRefusal::Taken(_) => ErrorCode::NameTaken,

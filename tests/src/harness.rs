@@ -200,9 +200,20 @@ impl TestAgent {
 
     /// An agent of any edge: its QUIC address, CA and a token.
     pub async fn spawn_to(quic: SocketAddr, ca: &Path, token: &str) -> TestAgent {
-        let address =
-            EdgeAddress::new(&quic.to_string(), Some(ca), Some("localhost")).expect("edge address");
-        let agent = Agent::new(address, token.to_owned());
+        Self::spawn_to_edges(&[quic], ca, token).await
+    }
+
+    /// An agent given several edges (`--edge` more than once), in order,
+    /// all verified with `ca`: started, maybe not connected yet.
+    pub async fn spawn_to_edges(edges: &[SocketAddr], ca: &Path, token: &str) -> TestAgent {
+        let addresses: Vec<EdgeAddress> = edges
+            .iter()
+            .map(|quic| {
+                EdgeAddress::new(&quic.to_string(), Some(ca), Some("localhost"))
+                    .expect("edge address")
+            })
+            .collect();
+        let agent = Agent::with_edges(addresses, token.to_owned());
         let dir = tempfile::tempdir().expect("tempdir");
         let socket = dir.path().join("agent.sock");
         let listener = control_api::bind(&socket).await.expect("control socket");
@@ -224,6 +235,11 @@ impl TestAgent {
             api,
             _dir: dir,
         }
+    }
+
+    /// The QUIC address of the edge it is connected to now.
+    pub fn edge_now(&self) -> Option<SocketAddr> {
+        self.agent.connected_edge().map(|edge| edge.addr())
     }
 
     pub fn client(&self) -> ControlClient {

@@ -1,17 +1,11 @@
 //! Several edges for one agent: in-process edges that share a CA and the
 //! test accounts, `calvin-edge serve` processes that share a certificate
-//! and a token (to SIGKILL one), an agent given all of them, and a clock
-//! for how long a preview takes to serve again.
+//! and a token (to SIGKILL one), and a clock for how long a preview takes
+//! to serve again (the agent given all of them is
+//! [`crate::harness::TestAgent::spawn_to_edges`]).
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-use calvin_agent::api::{PreviewCreated, PreviewList};
-use calvin_agent::control_client::ControlClient;
-use calvin_agent::{Agent, EdgeAddress, control_api};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use crate::harness::{DOMAIN, EdgeOptions, TestEdge, curl, token_for, write_secret};
 use crate::serve_edge::ServeEdge;
@@ -93,92 +87,6 @@ token_file = "{token}"
     pub fn url(&self, i: usize, name: &str, path: &str) -> String {
         let https = self.edges[i].https.expect("https listener");
         format!("https://{name}.{DOMAIN}:{}{path}", https.port())
-    }
-}
-
-/// An agent given several edges (by QUIC address, each checked against
-/// `ca` for `localhost`), with its control API on a socket of its own.
-pub struct MultiEdgeAgent {
-    pub agent: Agent,
-    pub socket: PathBuf,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<()>,
-    api: JoinHandle<()>,
-    _dir: tempfile::TempDir,
-}
-
-impl MultiEdgeAgent {
-    /// Started, maybe not connected yet.
-    pub async fn spawn(edges: &[SocketAddr], ca: &Path, token: &str) -> MultiEdgeAgent {
-        let edges = edges
-            .iter()
-            .map(|quic| {
-                EdgeAddress::new(&quic.to_string(), Some(ca), Some("localhost"))
-                    .expect("edge address")
-            })
-            .collect();
-        let agent = Agent::with_edges(edges, token.to_owned());
-        let dir = tempfile::tempdir().expect("tempdir");
-        let socket = dir.path().join("agent.sock");
-        let listener = control_api::bind(&socket).await.expect("control socket");
-        let api = tokio::spawn(control_api::serve(listener, agent.clone()));
-        let (stop, stopped) = oneshot::channel::<()>();
-        let runner = agent.clone();
-        let task = tokio::spawn(async move {
-            runner
-                .run(async {
-                    let _ = stopped.await;
-                })
-                .await;
-        });
-        MultiEdgeAgent {
-            agent,
-            socket,
-            stop: Some(stop),
-            task,
-            api,
-            _dir: dir,
-        }
-    }
-
-    pub fn client(&self) -> ControlClient {
-        ControlClient::new(&self.socket)
-    }
-
-    /// `POST /v1/previews {port}` through the control socket.
-    pub async fn preview(&self, port: u16) -> PreviewCreated {
-        let answer = self.client().preview(port.into(), None).await;
-        answer
-            .expect("control API answers")
-            .parse()
-            .unwrap_or_else(|e| panic!("preview {port}: {e:?}"))
-    }
-
-    /// `GET /v1/previews` through the control socket.
-    pub async fn list(&self) -> PreviewList {
-        let answer = self.client().list().await.expect("control API answers");
-        answer.parse().expect("a preview list")
-    }
-
-    /// The QUIC address of the edge it is connected to now.
-    pub fn edge_now(&self) -> Option<SocketAddr> {
-        self.agent.connected_edge().map(|edge| edge.addr())
-    }
-
-    /// Stops the agent: it closes its connection to the edge.
-    pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = (&mut self.task).await;
-        self.api.abort();
-    }
-}
-
-impl Drop for MultiEdgeAgent {
-    fn drop(&mut self) {
-        self.task.abort();
-        self.api.abort();
     }
 }
 

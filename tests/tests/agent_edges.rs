@@ -7,9 +7,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use calvin_agent::api::PreviewList;
-use calvin_tests::multi_edge::{
-    MultiEdgeAgent, ServeEdges, edges_sharing_a_ca, served_after, serves,
-};
+use calvin_tests::multi_edge::{ServeEdges, edges_sharing_a_ca, served_after, serves};
 use calvin_tests::*;
 
 /// How soon a preview must serve again from another edge once its edge
@@ -29,7 +27,8 @@ async fn an_agent_whose_first_edge_is_down_connects_to_the_next_within_seconds()
     let (_hole, down) = black_hole();
     let edge = TestEdge::start().await;
     let started = Instant::now();
-    let agent = MultiEdgeAgent::spawn(&[down, edge.quic], &edge.ca(), &token_for("alice")).await;
+    let agent =
+        TestAgent::spawn_to_edges(&[down, edge.quic], &edge.ca(), &token_for("alice")).await;
     agent
         .agent
         .wait_connected(Duration::from_secs(10))
@@ -41,7 +40,7 @@ async fn an_agent_whose_first_edge_is_down_connects_to_the_next_within_seconds()
     assert_eq!(agent.edge_now(), Some(edge.quic));
 
     let origin = Origin::start().await;
-    let created = agent.preview(origin.port).await;
+    let created = agent.preview(origin.port, None).await;
     assert_eq!(created.url, edge.url(&created.name));
     let out = curl(&edge.ca(), &[&format!("{}/bytes/100000", created.url)]).await;
     assert_eq!(out.status, 200, "{out:?}");
@@ -53,7 +52,7 @@ async fn the_preview_moves_to_the_other_edge_when_its_edge_stops() {
     let (mut edges, _dir) = edges_sharing_a_ca(2).await;
     let ca = edges[0].ca();
     let quics = [edges[0].quic, edges[1].quic];
-    let agent = MultiEdgeAgent::spawn(&quics, &ca, &token_for("alice")).await;
+    let agent = TestAgent::spawn_to_edges(&quics, &ca, &token_for("alice")).await;
     agent
         .agent
         .wait_connected(Duration::from_secs(10))
@@ -62,7 +61,7 @@ async fn the_preview_moves_to_the_other_edge_when_its_edge_stops() {
     assert_eq!(agent.edge_now(), Some(quics[0]), "the first edge given");
 
     let origin = Origin::start().await;
-    let created = agent.preview(origin.port).await;
+    let created = agent.preview(origin.port, None).await;
     let name = created.name.clone();
     let body = pattern_bytes(100_000);
     let path = format!("/bytes/{}", body.len());

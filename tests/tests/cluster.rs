@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use calvin_agent::api::ApiError;
 use calvin_tests::cluster::{CLUSTER_ZONE, ClusterEdges};
 use calvin_tests::etcd::Etcd;
-use calvin_tests::multi_edge::MultiEdgeAgent;
 use calvin_tests::*;
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -44,9 +43,9 @@ async fn agent_with(
     account: &str,
     port: u16,
     name: &str,
-) -> MultiEdgeAgent {
+) -> TestAgent {
     let edges: Vec<SocketAddr> = order.iter().map(|&i| cluster.edges[i].quic).collect();
-    let agent = MultiEdgeAgent::spawn(&edges, &cluster.visitor_ca, &token_for(account)).await;
+    let agent = TestAgent::spawn_to_edges(&edges, &cluster.visitor_ca, &token_for(account)).await;
     agent
         .agent
         .wait_connected(Duration::from_secs(10))
@@ -85,6 +84,26 @@ async fn serves_within(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     None
+}
+
+/// Asserts that every edge of `edges` serves the origin's `/hello` for
+/// `name` within `limit` (`when`: for the message).
+async fn says_hello(
+    cluster: &ClusterEdges,
+    edges: std::ops::Range<usize>,
+    name: &str,
+    limit: Duration,
+    when: &str,
+) {
+    for i in edges {
+        let served = serves_within(cluster, i, name, "/hello", b"hello from origin\n", limit).await;
+        assert!(
+            served.is_some(),
+            "edge {} does not serve {name} {when}:\n{}",
+            i + 1,
+            cluster.logs()
+        );
+    }
 }
 
 /// Reads an event stream on edge `i` with `curl -N`: each `data:` line and
@@ -221,16 +240,14 @@ async fn the_agent_of_a_killed_edge_serves_again_from_every_edge_within_10_s() {
     let agent = agent_with(&cluster, &[0, 1, 2], "alice", origin.port, "web").await;
     assert_eq!(agent.edge_now(), Some(cluster.edges[0].quic));
     let hello = b"hello from origin\n";
-    for i in 0..3 {
-        assert!(
-            serves_within(&cluster, i, "web", "/hello", hello, Duration::from_secs(5))
-                .await
-                .is_some(),
-            "edge {} before the kill:\n{}",
-            i + 1,
-            cluster.logs()
-        );
-    }
+    says_hello(
+        &cluster,
+        0..3,
+        "web",
+        Duration::from_secs(5),
+        "before the kill",
+    )
+    .await;
     let dead_peer = cluster.nodes[0].peer.to_string();
     let route_edge = |entries: Vec<(String, String)>| {
         entries
@@ -376,16 +393,14 @@ async fn with_etcd_stopped_previews_keep_serving_and_new_names_are_refused_with_
     let origin = Origin::start().await;
     let agent = agent_with(&cluster, &[0], "alice", origin.port, "web").await;
     let hello = b"hello from origin\n";
-    for i in 0..3 {
-        assert!(
-            serves_within(&cluster, i, "web", "/hello", hello, Duration::from_secs(5))
-                .await
-                .is_some(),
-            "edge {}:\n{}",
-            i + 1,
-            cluster.logs()
-        );
-    }
+    says_hello(
+        &cluster,
+        0..3,
+        "web",
+        Duration::from_secs(5),
+        "with etcd up",
+    )
+    .await;
 
     etcd.stop().await;
     let stopped = Instant::now();
@@ -450,17 +465,15 @@ async fn with_etcd_stopped_previews_keep_serving_and_new_names_are_refused_with_
         "no claim after etcd came back:\n{}",
         cluster.logs()
     );
-    for i in 0..3 {
-        for name in ["fresh", "web"] {
-            assert!(
-                serves_within(&cluster, i, name, "/hello", hello, Duration::from_secs(5))
-                    .await
-                    .is_some(),
-                "edge {} does not serve {name} after etcd came back:\n{}",
-                i + 1,
-                cluster.logs()
-            );
-        }
+    for name in ["fresh", "web"] {
+        says_hello(
+            &cluster,
+            0..3,
+            name,
+            Duration::from_secs(5),
+            "after etcd came back",
+        )
+        .await;
     }
     let routes = etcd.get_prefix("calvin/routes/").await;
     assert_eq!(routes.len(), 2, "{routes:?}");
@@ -564,13 +577,7 @@ async fn an_edge_stopped_with_sigterm_hands_its_agents_over_and_leaves_at_once()
     let origin = Origin::start().await;
     let agent = agent_with(&cluster, &[0, 1], "alice", origin.port, "web").await;
     let hello = b"hello from origin\n";
-    assert!(
-        serves_within(&cluster, 1, "web", "/hello", hello, Duration::from_secs(5))
-            .await
-            .is_some(),
-        "{}",
-        cluster.logs()
-    );
+    says_hello(&cluster, 1..2, "web", Duration::from_secs(5), "at first").await;
     let stopping = Instant::now();
     cluster.stop(0).await;
     let stopped = stopping.elapsed();
@@ -648,14 +655,7 @@ async fn an_agent_whose_edge_dies_while_etcd_is_down_keeps_its_previews_until_it
     let mut cluster = ClusterEdges::start(3, &etcd).await;
     let origin = Origin::start().await;
     let agent = agent_with(&cluster, &[0, 1, 2], "alice", origin.port, "web").await;
-    let hello = b"hello from origin\n";
-    assert!(
-        serves_within(&cluster, 1, "web", "/hello", hello, Duration::from_secs(5))
-            .await
-            .is_some(),
-        "{}",
-        cluster.logs()
-    );
+    says_hello(&cluster, 1..2, "web", Duration::from_secs(5), "at first").await;
     etcd.stop().await;
     // Past the lease TTL: the edges know they cannot claim.
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -676,14 +676,54 @@ async fn an_agent_whose_edge_dies_while_etcd_is_down_keeps_its_previews_until_it
     assert!(log.contains("cannot reach the cluster's store"), "{log}");
 
     etcd.restart().await;
-    for i in 1..3 {
+    says_hello(
+        &cluster,
+        1..3,
+        "web",
+        Duration::from_secs(20),
+        "after etcd came back",
+    )
+    .await;
+}
+
+/// What `cargo tree` lists of `package`'s normal and build dependencies
+/// (from Cargo.lock, offline), one crate per line.
+fn dependency_tree(package: &str) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["tree", "--offline", "--locked", "-p", package])
+        .args(["-e", "normal,build", "--prefix", "none"])
+        .current_dir(root)
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "cargo tree -p {package}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The README's first command (`cargo run -p calvin-agent -- share 8000
+/// --dev`) builds on a machine without protoc: the agent's embedded edge
+/// leaves the cluster out, and with it the etcd client whose build script
+/// runs protoc. The edge built on its own has them.
+#[test]
+fn the_agent_builds_without_the_etcd_client_that_needs_protoc() {
+    let agent = dependency_tree("calvin-agent");
+    assert!(
+        agent.lines().any(|l| l.starts_with("calvin-edge ")),
+        "the agent embeds the dev edge:\n{agent}"
+    );
+    for needs_protoc in ["etcd-client ", "tonic-prost-build ", "prost-build "] {
         assert!(
-            serves_within(&cluster, i, "web", "/hello", hello, Duration::from_secs(20))
-                .await
-                .is_some(),
-            "edge {} does not serve the preview after etcd came back:\n{}",
-            i + 1,
-            cluster.logs()
+            !agent.lines().any(|l| l.starts_with(needs_protoc)),
+            "calvin-agent depends on {needs_protoc}"
         );
     }
+    let edge = dependency_tree("calvin-edge");
+    assert!(
+        edge.lines().any(|l| l.starts_with("etcd-client ")),
+        "calvin-edge's default features include the cluster"
+    );
 }

@@ -7,6 +7,9 @@
 //! - [`first200`]: control API preview call -> first 200 (figure 4).
 //! - [`previews`]: create and delete many previews on one agent (figure 6).
 //! - [`agents`]: many idle agents, each its own QUIC connection (figure 5).
+//! - [`fleet`]: many real agents given every edge of a cluster, and
+//!   [`recovery`]: how long after an edge's SIGKILL all their names serve
+//!   again through another edge (figure 10).
 //! - [`sse`]: an SSE origin stamping each event, and a client measuring the
 //!   delay (figure 7).
 //! - [`hyper_proxy`]: the least a hyper-based HTTP/1 proxy does per request,
@@ -18,16 +21,19 @@
 //! - [`target`]: the HTTP/1.1 (+TLS) client they share; [`control`]: the
 //!   agent's control API; [`stats`]: percentiles.
 //!
-//! It depends on calvin-proto alone (the wire protocol), not on the edge or
-//! agent crates, so it builds while their internals change.
+//! It depends on calvin-proto (the wire protocol) and, for [`fleet`] only,
+//! on the agent library's public `Agent` (what moves an agent to another
+//! edge is the thing measured there); never on the edge's crate.
 
 pub mod agents;
 pub mod control;
 pub mod first200;
+pub mod fleet;
 pub mod hyper_proxy;
 pub mod pipe;
 pub mod previews;
 pub mod rate;
+pub mod recovery;
 pub mod slowloris;
 pub mod sse;
 pub mod stats;
@@ -55,6 +61,10 @@ pub enum Command {
     Previews(previews::PreviewsArgs),
     /// N idle agents, each its own QUIC connection with one preview
     Agents(agents::AgentsArgs),
+    /// N real agents given every edge, each with one named preview
+    Fleet(fleet::FleetArgs),
+    /// SIGKILL an edge; time until every name answers 200 through another
+    Recovery(recovery::RecoveryArgs),
     /// An HTTP origin whose /events streams timestamped server-sent events
     SseOrigin(sse::OriginArgs),
     /// Read N events from an SSE URL; delay from the origin's send time
@@ -75,6 +85,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::First200(args) => first200::run(args).await,
         Command::Previews(args) => previews::run(args).await,
         Command::Agents(args) => agents::run(args).await,
+        Command::Fleet(args) => fleet::run(args).await,
+        Command::Recovery(args) => recovery::run(args).await,
         Command::SseOrigin(args) => sse::serve_origin(args).await,
         Command::Sse(args) => sse::run_client(args).await,
         Command::Slowloris(args) => slowloris::run(args).await,

@@ -25,7 +25,6 @@
 //! joins a cluster holding a valid certificate orders none.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,7 +36,7 @@ use time::OffsetDateTime;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use super::store::Store;
+use super::store::{Store, timed};
 use crate::acme::{self, AcmeError, AcmeSettings, Issued, Publish, Renewal};
 use crate::cert_store::{CertInfo, CertStore};
 use crate::dns::Challenges;
@@ -52,8 +51,6 @@ pub const CERTIFICATE: &str = "calvin/acme/certificate";
 /// before it asks the CA anyway (an edge cut from etcd must not stop
 /// renewals: the CA may well ask another name server).
 pub const SPREAD_WAIT: Duration = Duration::from_secs(10);
-/// Time for one etcd request.
-const OP_TIMEOUT: Duration = Duration::from_secs(2);
 /// The first wait before reading etcd again after a failure, and the most.
 const RETRY_MIN: Duration = Duration::from_millis(250);
 const RETRY_MAX: Duration = Duration::from_secs(2);
@@ -127,20 +124,6 @@ fn replaces(
         Some(current) => {
             !current_here || current.not_after <= now || candidate.not_before >= current.not_before
         }
-    }
-}
-
-async fn timed<T>(
-    what: &str,
-    op: impl Future<Output = Result<T, etcd_client::Error>>,
-) -> Result<T, String> {
-    match tokio::time::timeout(OP_TIMEOUT, op).await {
-        Ok(Ok(done)) => Ok(done),
-        Ok(Err(err)) => Err(format!("{what}: {err}")),
-        Err(_) => Err(format!(
-            "{what}: no answer within {} s",
-            OP_TIMEOUT.as_secs()
-        )),
     }
 }
 

@@ -9,9 +9,13 @@
 //! With no `[cluster]`, none of this runs: one edge with its table in
 //! memory, as before.
 
+#[cfg(feature = "cluster")]
 pub mod acme;
+#[cfg(feature = "cluster")]
 pub mod mirror;
+#[cfg(feature = "cluster")]
 pub mod peer;
+#[cfg(feature = "cluster")]
 pub mod store;
 
 use std::net::SocketAddr;

@@ -38,7 +38,7 @@ pub const NAMES: &str = "calvin/names/";
 pub const EDGES: &str = "calvin/edges/";
 
 /// Time for one etcd request: past it, etcd counts as unreachable.
-const OP_TIMEOUT: Duration = Duration::from_secs(2);
+pub(super) const OP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How many times a claim reads and tries again when another edge changed
 /// the name in between.
@@ -129,7 +129,9 @@ fn key(prefix: &str, name: &PreviewName) -> String {
     format!("{prefix}{name}")
 }
 
-async fn timed<T>(
+/// `op`, failing with what it was (`what`) past [`OP_TIMEOUT`] or on
+/// etcd's error.
+pub(super) async fn timed<T>(
     what: &str,
     op: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
 ) -> Result<T, String> {
