@@ -107,7 +107,27 @@ impl AgentHub {
 pub(crate) async fn accept_agents(
     endpoint: quinn::Endpoint,
     hub: Arc<AgentHub>,
+    stop: watch::Receiver<bool>,
+) {
+    accept_until(&endpoint, stop, |incoming| {
+        let span = info_span!(
+            "agent",
+            remote = %incoming.remote_address(),
+            account = tracing::field::Empty,
+        );
+        tokio::spawn(serve_agent(hub.clone(), incoming).instrument(span));
+    })
+    .await;
+    // Turn away agents that arrive while the edge drains.
+    endpoint.set_server_config(None);
+}
+
+/// Hands each connection `endpoint` accepts to `serve` until `stop`
+/// turns true or the endpoint closes.
+pub(crate) async fn accept_until(
+    endpoint: &quinn::Endpoint,
     mut stop: watch::Receiver<bool>,
+    mut serve: impl FnMut(quinn::Incoming),
 ) {
     loop {
         let incoming = tokio::select! {
@@ -115,15 +135,8 @@ pub(crate) async fn accept_agents(
             _ = stop.wait_for(|s| *s) => break,
         };
         let Some(incoming) = incoming else { break };
-        let span = info_span!(
-            "agent",
-            remote = %incoming.remote_address(),
-            account = tracing::field::Empty,
-        );
-        tokio::spawn(serve_agent(hub.clone(), incoming).instrument(span));
+        serve(incoming);
     }
-    // Turn away agents that arrive while the edge drains.
-    endpoint.set_server_config(None);
 }
 
 async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {

@@ -334,6 +334,30 @@ pub fn write_secret(path: &Path, text: &str) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod 600");
 }
 
+/// Reads a streaming response with `curl -N` (`args` after the CA) and
+/// notes when each `data:` line arrives.
+pub async fn event_arrivals(ca: &Path, args: &[&str]) -> Vec<(String, Duration)> {
+    use tokio::io::AsyncBufReadExt;
+    let start = std::time::Instant::now();
+    let mut child = tokio::process::Command::new("curl")
+        .args(["-sS", "-N", "--cacert"])
+        .arg(ca)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("curl");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let mut arrivals = Vec::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if line.starts_with("data:") {
+            arrivals.push((line, start.elapsed()));
+        }
+    }
+    let _ = child.wait().await;
+    arrivals
+}
+
 /// Runs `curl -sS --cacert CA ARGS...` and returns the status, headers and
 /// body of the response.
 pub async fn curl(ca: &Path, args: &[&str]) -> CurlOutput {

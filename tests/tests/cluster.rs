@@ -10,7 +10,6 @@ use calvin_tests::cluster::{CLUSTER_ZONE, ClusterEdges};
 use calvin_tests::etcd::Etcd;
 use calvin_tests::*;
 use futures_util::{SinkExt, StreamExt};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_tungstenite::tungstenite::Message;
 
 const BYTES: usize = 300_000;
@@ -108,25 +107,13 @@ async fn says_hello(
 
 /// Reads an event stream on edge `i` with `curl -N`: each `data:` line and
 /// when it arrived.
-async fn event_arrivals(cluster: &ClusterEdges, i: usize, name: &str) -> Vec<(String, Duration)> {
+async fn arrivals_on(cluster: &ClusterEdges, i: usize, name: &str) -> Vec<(String, Duration)> {
     let (url, resolve) = url_on(cluster, i, name, "/events");
-    let start = Instant::now();
-    let mut child = tokio::process::Command::new("curl")
-        .args(["-sS", "-N", "--max-time", "10", "--cacert"])
-        .arg(&cluster.visitor_ca)
-        .args(["--resolve", &resolve, &url])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("curl");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut arrivals = Vec::new();
-    while let Ok(Some(line)) = lines.next_line().await {
-        if line.starts_with("data:") {
-            arrivals.push((line, start.elapsed()));
-        }
-    }
-    let _ = child.wait().await;
-    arrivals
+    event_arrivals(
+        &cluster.visitor_ca,
+        &["--max-time", "10", "--resolve", &resolve, &url],
+    )
+    .await
 }
 
 /// A WebSocket to `/ws` of `name` on edge `i`: two echoes, text and a
@@ -194,7 +181,7 @@ async fn a_request_on_any_edge_reaches_the_agent_another_edge_holds() {
         assert!(echoed.body == body, "edge {}: the echo differs", i + 1);
 
         // Events arrive as written, not buffered by the extra hop.
-        let arrivals = event_arrivals(&cluster, i, "web").await;
+        let arrivals = arrivals_on(&cluster, i, "web").await;
         let lines: Vec<&str> = arrivals.iter().map(|(l, _)| l.as_str()).collect();
         assert_eq!(
             lines,

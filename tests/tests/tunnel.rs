@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 use calvin_agent::api::ApiError;
 use calvin_tests::*;
 use futures_util::{SinkExt, StreamExt};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio_tungstenite::tungstenite::Message;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -107,28 +106,6 @@ async fn post_10_mib_echo_and_chunked_upload_byte_identical() {
     )
     .await;
     assert!(out.body == data, "chunked echo differs");
-}
-
-/// Reads a streaming response with `curl -N` and notes when each event line
-/// arrives.
-async fn event_arrivals(ca: &std::path::Path, args: &[&str]) -> Vec<(String, Duration)> {
-    let start = Instant::now();
-    let mut child = tokio::process::Command::new("curl")
-        .args(["-sS", "-N", "--cacert"])
-        .arg(ca)
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("curl");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let mut arrivals = Vec::new();
-    while let Ok(Some(line)) = lines.next_line().await {
-        if line.starts_with("data:") {
-            arrivals.push((line, start.elapsed()));
-        }
-    }
-    let _ = child.wait().await;
-    arrivals
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

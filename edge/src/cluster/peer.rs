@@ -169,14 +169,9 @@ pub async fn dial(
 pub(crate) async fn accept(
     endpoint: quinn::Endpoint,
     hub: Arc<AgentHub>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
-    loop {
-        let incoming = tokio::select! {
-            incoming = endpoint.accept() => incoming,
-            _ = stop.wait_for(|s| *s) => break,
-        };
-        let Some(incoming) = incoming else { break };
+    crate::tunnel::accept_until(&endpoint, stop, |incoming| {
         let span = info_span!("peer", remote = %incoming.remote_address());
         let hub = hub.clone();
         tokio::spawn(
@@ -197,7 +192,8 @@ pub(crate) async fn accept(
             }
             .instrument(span),
         );
-    }
+    })
+    .await;
 }
 
 /// One stream from another edge: its header, then the agent's stream.
