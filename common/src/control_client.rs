@@ -58,8 +58,35 @@ impl ControlClient {
     }
 
     pub async fn preview(&self, port: i64, name: Option<String>) -> Result<Answer, ClientError> {
-        let body = serde_json::to_vec(&PreviewRequest { port, name }).unwrap_or_default();
+        self.create(&PreviewRequest {
+            port,
+            name,
+            ttl_secs: None,
+            probe: None,
+        })
+        .await
+    }
+
+    /// `POST /v1/previews` with every field.
+    pub async fn create(&self, request: &PreviewRequest) -> Result<Answer, ClientError> {
+        let body = serde_json::to_vec(request).unwrap_or_default();
         self.call(Method::POST, "/v1/previews", body).await
+    }
+
+    /// `GET /v1/previews/{name}/requests?QUERY` (`after=ID`, `limit=N`,
+    /// `wait=SECS`; empty for the whole log).
+    pub async fn requests(&self, name: &str, query: &str) -> Result<Answer, ClientError> {
+        let path = match query {
+            "" => format!("/v1/previews/{name}/requests"),
+            query => format!("/v1/previews/{name}/requests?{query}"),
+        };
+        self.call(Method::GET, &path, Vec::new()).await
+    }
+
+    /// `POST /v1/previews/{name}/requests/{id}/replay`.
+    pub async fn replay(&self, name: &str, id: u64) -> Result<Answer, ClientError> {
+        let path = format!("/v1/previews/{name}/requests/{id}/replay");
+        self.call(Method::POST, &path, Vec::new()).await
     }
 
     pub async fn unpreview(&self, name: &str) -> Result<Answer, ClientError> {

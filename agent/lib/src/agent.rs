@@ -20,8 +20,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{info, warn};
 
 use crate::api::{PreviewCreated, PreviewEntry, PreviewList};
-use crate::forward;
 use crate::transport::{EdgeAddress, EdgeRing, EdgeTarget, TransportError};
+use crate::{forward, probe};
 
 /// The previews an agent holds: name -> local port.
 pub type Previews = Arc<Mutex<BTreeMap<PreviewName, Port>>>;
@@ -433,13 +433,27 @@ impl Agent {
             .unwrap_or_default()
     }
 
-    /// Gives `port` a public URL. Without a name, the port's existing name
-    /// is reused, else the edge makes one. A name this account holds is
-    /// reused; another account's is refused.
+    /// Gives `port` a public URL, probing the port (see
+    /// [`Self::preview_with`]).
     pub async fn preview(
         &self,
         port: Port,
         name: Option<PreviewName>,
+    ) -> Result<PreviewCreated, PreviewError> {
+        self.preview_with(port, name, PreviewOptions::default())
+            .await
+    }
+
+    /// Gives `port` a public URL. Without a name, the port's existing name
+    /// is reused, else the edge makes one. A name this account holds is
+    /// reused; another account's is refused. The answer says where the
+    /// server was reached and, unless `options.probe` is off, what the
+    /// probe found wrong (see [`crate::probe`]).
+    pub async fn preview_with(
+        &self,
+        port: Port,
+        name: Option<PreviewName>,
+        options: PreviewOptions,
     ) -> Result<PreviewCreated, PreviewError> {
         let _op = self.shared.ops.lock().await;
         let existing = {
@@ -486,11 +500,19 @@ impl Agent {
                 }
             }
         };
-        let listening = forward::is_listening(port).await;
+        let url = self.url_for(&name);
+        let found = if options.probe {
+            probe::run(port, authority(&url)).await
+        } else {
+            probe::Found::reached(forward::reach(port).await)
+        };
         Ok(PreviewCreated {
-            url: self.url_for(&name),
+            url,
             name: name.to_string(),
-            listening,
+            listening: found.reached.is_some(),
+            reached: found.reached.map(|addr| addr.to_string()),
+            warnings: found.warnings,
+            expires_at: None,
         })
     }
 
@@ -528,10 +550,32 @@ impl Agent {
                     url: self.url_for(&name),
                     name: name.to_string(),
                     port: port.get(),
+                    expires_at: None,
+                    hints: Vec::new(),
                 })
                 .collect(),
         }
     }
+}
+
+/// How a preview is made (see [`Agent::preview_with`]).
+#[derive(Debug, Clone)]
+pub struct PreviewOptions {
+    /// Probe the port for the usual mistakes.
+    pub probe: bool,
+}
+
+impl Default for PreviewOptions {
+    fn default() -> Self {
+        Self { probe: true }
+    }
+}
+
+/// The authority (`host[:port]`) of a preview's URL: the Host its
+/// visitors send.
+fn authority(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    rest.split('/').next().unwrap_or(rest)
 }
 
 fn unexpected(msg: EdgeMessage) -> PreviewError {

@@ -23,7 +23,7 @@ use serde::Serialize;
 use tokio::net::UnixListener;
 use tracing::{debug, warn};
 
-use crate::agent::{Agent, PreviewError};
+use crate::agent::{Agent, PreviewError, PreviewOptions};
 use crate::api::{ApiError, PreviewDeleted, PreviewRequest};
 use calvin_common::unix_socket::{self, SocketError};
 
@@ -144,7 +144,10 @@ async fn create(agent: &Agent, req: Request<Incoming>) -> Answer {
         Ok(name) => name,
         Err(e) => return invalid_name(e),
     };
-    match agent.preview(port, name).await {
+    let options = PreviewOptions {
+        probe: request.probe.unwrap_or(true),
+    };
+    match agent.preview_with(port, name, options).await {
         Ok(created) => json(StatusCode::OK, &created),
         Err(err) => preview_error(err),
     }

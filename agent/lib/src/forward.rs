@@ -21,7 +21,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_LISTENER_WAIT: Duration = Duration::from_secs(60);
 /// How often the agent tries a port that refuses connections meanwhile.
 const LISTENER_RETRY: Duration = Duration::from_millis(50);
-/// Time for `is_listening`'s probe.
+/// Time for `reach`'s connect.
 const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Serves the edge's streams until the connection ends.
@@ -152,10 +152,11 @@ async fn connect_with_timeout(addr: std::net::SocketAddr) -> io::Result<TcpStrea
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))?
 }
 
-/// Whether something accepts TCP connections on the port now.
-pub(crate) async fn is_listening(port: Port) -> bool {
-    matches!(
-        tokio::time::timeout(PROBE_TIMEOUT, connect_local(port)).await,
-        Ok(Ok(_))
-    )
+/// Where something accepts TCP connections on the port now: 127.0.0.1,
+/// else ::1 (see [`connect_local`]); `None` when nothing does.
+pub(crate) async fn reach(port: Port) -> Option<std::net::SocketAddr> {
+    match tokio::time::timeout(PROBE_TIMEOUT, connect_local(port)).await {
+        Ok(Ok(stream)) => stream.peer_addr().ok(),
+        _ => None,
+    }
 }

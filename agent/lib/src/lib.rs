@@ -22,9 +22,10 @@ pub mod agent;
 pub mod control_api;
 mod forward;
 pub mod metrics;
+pub mod probe;
 pub mod transport;
 
-pub use agent::{Agent, LinkState, PreviewError};
+pub use agent::{Agent, LinkState, PreviewError, PreviewOptions};
 /// The control API's JSON (a wire fact, in proto) and its client (shared
 /// with the gateway), where the agent's users have always found them.
 pub use calvin_common::control_client;
