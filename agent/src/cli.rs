@@ -13,7 +13,7 @@ use clap::{Args, Parser, Subcommand};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use calvin_agent::api::{PreviewCreated, PreviewDeleted, PreviewList};
+use calvin_agent::api::{LoggedRequest, PreviewCreated, PreviewDeleted, PreviewList, RequestLog};
 use calvin_agent::control_api;
 use calvin_agent::control_client::{Answer, ControlClient};
 use calvin_agent::{Agent, EdgeAddress, LinkState};
@@ -67,6 +67,12 @@ enum Command {
         /// Serve Prometheus metrics at http://ADDR/metrics (off by default)
         #[arg(long, value_name = "ADDR")]
         metrics: Option<std::net::SocketAddr>,
+        /// Serve the inspector (the previews' requests, live, and replay)
+        /// at http://ADDR/ (off by default; loopback addresses only)
+        #[arg(long, value_name = "ADDR")]
+        inspect: Option<std::net::SocketAddr>,
+        #[command(flatten)]
+        log: LogKeeping,
     },
     /// Give PORT a public URL (through the running daemon)
     Preview {
@@ -77,6 +83,13 @@ enum Command {
         /// Print the control API's JSON answer as it is
         #[arg(long)]
         json: bool,
+        /// Send the server no probe request (no warnings then)
+        #[arg(long)]
+        no_probe: bool,
+        /// Take the preview down after this long (90s, 15m, 2h, 7d; at
+        /// most 30 days); a visitor then reads "this preview has ended"
+        #[arg(long, value_name = "DURATION", value_parser = parse_ttl)]
+        ttl: Option<u64>,
         #[command(flatten)]
         socket: SocketArg,
     },
@@ -97,6 +110,45 @@ enum Command {
     },
     /// Give PORT a public URL and serve it until Ctrl-C (no daemon needed)
     Share(ShareArgs),
+    /// Show the last requests through a preview (the agent's request log)
+    Log {
+        name: String,
+        /// Keep printing requests as they complete, until Ctrl-C
+        #[arg(long, short)]
+        follow: bool,
+        /// The newest N requests
+        #[arg(long, value_name = "N", default_value_t = 20,
+              value_parser = clap::value_parser!(u64).range(1..=control_api::MAX_LIMIT as u64))]
+        limit: u64,
+        /// One JSON object per request, with its headers and bodies
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+    /// Send a logged request to the preview's port again and show the answer
+    Replay {
+        name: String,
+        /// The request's id (from `log`)
+        id: u64,
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+}
+
+/// What the daemon keeps of the requests through its previews.
+#[derive(Args)]
+struct LogKeeping {
+    /// Requests kept per preview for `log` and replay (0: none, and
+    /// connections are not followed)
+    #[arg(long, value_name = "N", default_value_t = calvin_agent::request_log::DEFAULT_CAPACITY)]
+    log_requests: usize,
+    /// Show Authorization, Cookie and Set-Cookie values in the log
+    /// (masked by default)
+    #[arg(long)]
+    log_secrets: bool,
 }
 
 #[derive(Args)]
@@ -154,6 +206,9 @@ struct ShareArgs {
     /// One DNS label; omitted: a generated one
     #[arg(long)]
     name: Option<String>,
+    /// Send the server no probe request (no warnings then)
+    #[arg(long)]
+    no_probe: bool,
     /// Log the agent's (and the dev edge's) info lines too
     #[arg(short, long)]
     verbose: bool,
@@ -178,16 +233,24 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             edge,
             socket,
             metrics,
-        } => up(edge, socket.path(), metrics).await,
+            inspect,
+            log,
+        } => up(edge, socket.path(), metrics, inspect, log).await,
         Command::Preview {
             port,
             name,
             json,
+            no_probe,
+            ttl,
             socket,
         } => {
-            let answer = ControlClient::new(&socket.path())
-                .preview(port, name)
-                .await?;
+            let request = calvin_agent::api::PreviewRequest {
+                port,
+                name,
+                ttl_secs: ttl.map(|secs| secs as i64),
+                probe: no_probe.then_some(false),
+            };
+            let answer = ControlClient::new(&socket.path()).create(&request).await?;
             Ok(report(&answer, json, |c: PreviewCreated| {
                 println!("{}", c.url);
                 if !c.listening {
@@ -195,6 +258,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         "note: nothing is listening on port {port} yet; the URL works once something does"
                     );
                 }
+                print_warnings(&c);
             }))
         }
         Command::Unpreview { name, json, socket } => {
@@ -208,6 +272,134 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(report(&answer, json, print_list))
         }
         Command::Share(args) => share(args).await,
+        Command::Log {
+            name,
+            follow,
+            limit,
+            json,
+            socket,
+        } => log(&socket.path(), &name, limit, follow, json).await,
+        Command::Replay {
+            name,
+            id,
+            json,
+            socket,
+        } => {
+            let answer = ControlClient::new(&socket.path()).replay(&name, id).await?;
+            Ok(report(&answer, json, |r: LoggedRequest| {
+                println!("{}", request_line(&r));
+            }))
+        }
+    }
+}
+
+/// `log`: the newest `limit` requests, then with `follow` each new one as
+/// it completes (asking the daemon to hold its answer until there is one).
+async fn log(
+    socket: &Path,
+    name: &str,
+    limit: u64,
+    follow: bool,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let client = ControlClient::new(socket);
+    let mut query = format!("limit={limit}");
+    // Requests shown; the first one still awaiting its answer is asked for
+    // again until it has one.
+    let mut shown = std::collections::BTreeSet::new();
+    let mut hinted = std::collections::BTreeSet::new();
+    loop {
+        let answer = client.requests(name, &query).await?;
+        let log: RequestLog = match answer.parse() {
+            Ok(log) => log,
+            Err(err) => {
+                eprintln!("calvin-agent: {}", err.error);
+                return Ok(ExitCode::FAILURE);
+            }
+        };
+        for hint in &log.hints {
+            if hinted.insert(hint.code.clone()) {
+                eprintln!("hint: {}\n  fix: {}", hint.message, hint.fix);
+            }
+        }
+        let mut open = None;
+        let mut last = 0;
+        for r in &log.requests {
+            last = r.id;
+            let done = r.duration_ms.is_some() || !follow;
+            if !done {
+                open.get_or_insert(r.id);
+                continue;
+            }
+            if open.is_none() && shown.insert(r.id) {
+                if json {
+                    println!("{}", serde_json::to_string(r)?);
+                } else {
+                    println!("{}", request_line(r));
+                }
+            }
+        }
+        if !follow {
+            if log.requests.is_empty() && !json {
+                eprintln!("no requests through {name} yet");
+            }
+            return Ok(ExitCode::SUCCESS);
+        }
+        let after = open.map_or(last, |id| id - 1);
+        let wait = if open.is_some() { 1 } else { 30 };
+        query = format!("after={after}&wait={wait}");
+        if open.is_some() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// One request on a line: `HH:MM:SS METHOD PATH STATUS DURATION in -> out
+/// CLIENT`.
+fn request_line(r: &LoggedRequest) -> String {
+    let time = r.time.get(11..19).unwrap_or(&r.time);
+    let status = r.status.map_or("---".to_owned(), |s| s.to_string());
+    let duration = r
+        .duration_ms
+        .map_or(String::new(), |ms| format!("{ms:.1} ms"));
+    let mut line = format!(
+        "{:>4}  {time}  {} {}  {status}  {duration}  {} -> {}",
+        r.id,
+        r.method,
+        r.path,
+        bytes(r.bytes_in),
+        bytes(r.bytes_out)
+    );
+    if let Some(client) = &r.client {
+        line.push_str(&format!("  {client}"));
+    }
+    if let Some(of) = r.replay_of {
+        line.push_str(&format!("  (replay of {of})"));
+    }
+    if r.upgraded {
+        line.push_str("  (switched protocols)");
+    }
+    line
+}
+
+/// `--ttl`: a duration such as `90s`, `15m`, `2h` or `1h 30m`, in whole
+/// seconds, from 1 s to 30 days.
+fn parse_ttl(text: &str) -> Result<u64, String> {
+    let ttl = humantime::parse_duration(text)
+        .map_err(|e| format!("{e}; give a duration such as 90s, 15m, 2h or 7d"))?;
+    let secs = ttl.as_secs();
+    let max = control_api::MAX_TTL_SECS as u64;
+    if !(1..=max).contains(&secs) {
+        return Err(format!("from 1s to 30d ({max} s), got {secs} s"));
+    }
+    Ok(secs)
+}
+
+fn bytes(n: u64) -> String {
+    match n {
+        n if n < 1024 => format!("{n} B"),
+        n if n < 1 << 20 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
     }
 }
 
@@ -252,8 +444,13 @@ fn print_list(list: PreviewList) {
         .unwrap_or(4)
         .max(4);
     println!("{:width$}  {:>5}  URL", "NAME", "PORT");
-    for p in list.previews {
+    for p in &list.previews {
         println!("{:width$}  {:>5}  {}", p.name, p.port, p.url);
+    }
+    for p in &list.previews {
+        for hint in &p.hints {
+            eprintln!("hint ({}): {}\n  fix: {}", p.name, hint.message, hint.fix);
+        }
     }
 }
 
@@ -271,6 +468,8 @@ async fn up(
     args: EdgeArgs,
     socket: PathBuf,
     metrics: Option<std::net::SocketAddr>,
+    inspect: Option<std::net::SocketAddr>,
+    keeping: LogKeeping,
 ) -> anyhow::Result<ExitCode> {
     let (edges, token) = args.open()?;
     let metrics = match metrics {
@@ -279,9 +478,14 @@ async fn up(
         })?),
         None => None,
     };
+    let inspect = match inspect {
+        Some(addr) => Some(calvin_agent::inspector::bind(addr).await?),
+        None => None,
+    };
     let listener = control_api::bind(&socket).await?;
     println!("control socket {}", socket.display());
-    let agent = Agent::with_edges(edges, token);
+    let log = calvin_agent::request_log::RequestLog::new(keeping.log_requests, keeping.log_secrets);
+    let agent = Agent::with_log(edges, token, log);
     let metrics = match metrics {
         Some(listener) => {
             println!("listening metrics {}/tcp", listener.local_addr()?);
@@ -293,11 +497,24 @@ async fn up(
         }
         None => None,
     };
+    let inspect = match inspect {
+        Some(listener) => {
+            println!("listening inspector {}/tcp", listener.local_addr()?);
+            Some(tokio::spawn(calvin_agent::inspector::serve(
+                listener,
+                agent.clone(),
+            )))
+        }
+        None => None,
+    };
     let api = tokio::spawn(control_api::serve(listener, agent.clone()));
     agent.run(calvin_common::process::shutdown_signal()).await;
     api.abort();
     if let Some(metrics) = metrics {
         metrics.abort();
+    }
+    if let Some(inspect) = inspect {
+        inspect.abort();
     }
     let _ = std::fs::remove_file(&socket);
     Ok(ExitCode::SUCCESS)
@@ -422,6 +639,10 @@ async fn share(args: ShareArgs) -> anyhow::Result<ExitCode> {
     // From now on Ctrl-C stops the share rather than the process.
     let signal = calvin_common::process::shutdown_signal();
     let port = Port::try_from(args.port)?;
+    let probe = calvin_agent::PreviewOptions {
+        probe: !args.no_probe,
+        ..Default::default()
+    };
     let name = args
         .name
         .as_deref()
@@ -458,7 +679,7 @@ async fn share(args: ShareArgs) -> anyhow::Result<ExitCode> {
             .await;
     });
     let outcome = tokio::select! {
-        served = serve(&agent, port, name, signal) => served,
+        served = serve(&agent, port, name, probe, signal) => served,
         Some(ended) = join_once(&mut dev_edge) => Err(match ended {
             Ok(Ok(())) => anyhow!("the dev edge stopped"),
             Ok(Err(err)) => err,
@@ -481,6 +702,7 @@ async fn serve(
     agent: &Agent,
     port: Port,
     name: Option<PreviewName>,
+    options: calvin_agent::PreviewOptions,
     signal: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
     tokio::pin!(signal);
@@ -490,23 +712,32 @@ async fn serve(
                 .wait_connected(FIRST_CONNECT_TIMEOUT)
                 .await
                 .map_err(|e| anyhow!(e))?;
-            anyhow::Ok(agent.preview(port, name).await?)
+            anyhow::Ok(agent.preview_with(port, name, options).await?)
         } => created?,
         _ = &mut signal => return Ok(()),
     };
     println!("{}", created.url);
-    eprintln!(
-        "forwarding {} -> 127.0.0.1:{port}; press Ctrl-C to stop",
-        created.url
-    );
+    let to = created
+        .reached
+        .clone()
+        .unwrap_or_else(|| format!("127.0.0.1:{port}"));
+    eprintln!("forwarding {} -> {to}; press Ctrl-C to stop", created.url);
     if !created.listening {
         eprintln!("nothing is listening on port {port} yet; the URL works once something does");
     }
+    print_warnings(&created);
     tokio::select! {
         _ = signal => {}
         _ = say_reconnects(agent) => {}
     }
     Ok(())
+}
+
+/// What the probe found wrong with a new preview, on stderr.
+fn print_warnings(created: &PreviewCreated) {
+    for warning in &created.warnings {
+        eprintln!("warning: {}\n  fix: {}", warning.message, warning.fix);
+    }
 }
 
 /// Says when the connection to an edge is back after a loss, naming the

@@ -37,11 +37,12 @@ impl TunnelStream {
     /// finish) and the other direction goes on. Bytes move as quinn's own
     /// chunks (`read_chunk`/`write_chunk`), without a copy through a buffer
     /// of ours. On an error the caller aborts both sides. `tally` is told
-    /// of every chunk as it moves.
+    /// of every chunk as it moves, with its bytes (to TCP: before they are
+    /// written).
     pub async fn splice(
         &mut self,
         tcp: &mut tokio::net::TcpStream,
-        tally: impl Fn(Moved) + Sync,
+        tally: impl Fn(Moved, &[u8]) + Sync,
     ) -> io::Result<()> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let (mut tcp_read, mut tcp_write) = tcp.split();
@@ -49,11 +50,16 @@ impl TunnelStream {
         let tally = &tally;
         let inbound = async {
             while let Some(chunk) = recv.read_chunk(usize::MAX, true).await? {
+                // Told before the write, so that what comes back for it
+                // is never told first.
+                tally(
+                    Moved {
+                        to_tcp: chunk.bytes.len() as u64,
+                        from_tcp: 0,
+                    },
+                    &chunk.bytes,
+                );
                 tcp_write.write_all(&chunk.bytes).await?;
-                tally(Moved {
-                    to_tcp: chunk.bytes.len() as u64,
-                    from_tcp: 0,
-                });
             }
             tcp_write.shutdown().await
         };
@@ -65,11 +71,15 @@ impl TunnelStream {
                 if n == 0 {
                     break;
                 }
-                tally(Moved {
-                    to_tcp: 0,
-                    from_tcp: n as u64,
-                });
-                send.write_chunk(buf.split().freeze()).await?;
+                let chunk = buf.split().freeze();
+                tally(
+                    Moved {
+                        to_tcp: 0,
+                        from_tcp: n as u64,
+                    },
+                    &chunk,
+                );
+                send.write_chunk(chunk).await?;
             }
             send.finish().map_err(io::Error::other)
         };

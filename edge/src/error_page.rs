@@ -58,11 +58,13 @@ pub enum EdgeError {
     /// agent may still be reconnecting (it waited as long as for an
     /// offline preview).
     NotBackYet(PreviewName),
+    /// The preview was made with a time to live, which is over.
+    Ended(PreviewName),
 }
 
 impl EdgeError {
     /// Every [`code`](Self::code), in the order of the variants.
-    pub const CODES: [&'static str; 19] = [
+    pub const CODES: [&'static str; 20] = [
         "not-a-preview",
         "unknown-preview",
         "agent-offline",
@@ -82,11 +84,13 @@ impl EdgeError {
         "rate-limited",
         "edge-stopping",
         "not-back-yet",
+        "preview-ended",
     ];
 
     pub fn status(&self) -> StatusCode {
         match self {
             Self::NotAPreview | Self::UnknownName(_) => StatusCode::NOT_FOUND,
+            Self::Ended(_) => StatusCode::GONE,
             Self::AgentOffline(_) | Self::NotListening(..) | Self::BadGateway(..) => {
                 StatusCode::BAD_GATEWAY
             }
@@ -114,7 +118,8 @@ impl EdgeError {
             | Self::AgentNotAnswering(n, _)
             | Self::BadGateway(n, _)
             | Self::AccountBusy(n, _)
-            | Self::NotBackYet(n) => Some(n),
+            | Self::NotBackYet(n)
+            | Self::Ended(n) => Some(n),
             _ => None,
         }
     }
@@ -141,6 +146,7 @@ impl EdgeError {
             Self::RateLimited(..) => "rate-limited",
             Self::Stopping => "edge-stopping",
             Self::NotBackYet(_) => "not-back-yet",
+            Self::Ended(_) => "preview-ended",
         }
     }
 
@@ -189,6 +195,9 @@ impl EdgeError {
             }
             Self::NotBackYet(n) => format!(
                 "no preview named {n} yet: the edge restarted moments ago and the computers serving previews are still reconnecting; retry shortly"
+            ),
+            Self::Ended(n) => format!(
+                "this preview has ended: {n} was made to last a set time, which is over"
             ),
         }
     }
@@ -363,6 +372,7 @@ mod tests {
             EdgeError::RateLimited("x".into(), exceeded),
             EdgeError::Stopping,
             EdgeError::NotBackYet(n.clone()),
+            EdgeError::Ended(n.clone()),
         ];
         let codes: Vec<&str> = every.iter().map(EdgeError::code).collect();
         assert_eq!(codes, EdgeError::CODES);

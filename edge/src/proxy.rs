@@ -273,7 +273,7 @@ impl Proxy {
                 // The agent found gone may not have left the table yet: its
                 // leaving is a change too, which wakes this.
                 Lookup::Live(_) | Lookup::Offline => {}
-                Lookup::Unknown => return None,
+                Lookup::Unknown | Lookup::Ended => return None,
             }
             if tokio::time::timeout_at(deadline, woken).await.is_err() {
                 return None;
@@ -309,6 +309,7 @@ impl Proxy {
                     return Box::pin(self.back_online(name, arrived, None)).await;
                 }
                 Lookup::Unknown => {}
+                Lookup::Ended => return None,
             }
             if tokio::time::timeout_at(deadline, woken).await.is_err() {
                 return None;
@@ -528,6 +529,7 @@ impl Proxy {
                 }
             }
             Lookup::Unknown => return Err(EdgeError::UnknownName(name)),
+            Lookup::Ended => return Err(EdgeError::Ended(name)),
         };
         Ok(Routed::To(name, host, upstream))
     }

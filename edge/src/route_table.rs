@@ -41,6 +41,11 @@ pub struct RouteTable<T> {
     max_per_account: usize,
     /// Woken by every name that enters the table (see [`Self::added`]).
     added: Notify,
+    /// When names made with a time to live end (see [`Self::set_ends`]);
+    /// `ending` counts them, so a lookup reads the map only when there
+    /// are some.
+    ends: DashMap<PreviewName, Instant>,
+    ending: std::sync::atomic::AtomicUsize,
 }
 
 enum Entry<T> {
@@ -84,6 +89,8 @@ pub enum Lookup<T> {
     Live(T),
     /// The name's agent disconnected; its owner may bring it back.
     Offline,
+    /// It was made with a time to live, which is over.
+    Ended,
     Unknown,
 }
 
@@ -106,7 +113,37 @@ impl<T: Clone> RouteTable<T> {
             lease,
             max_per_account,
             added: Notify::new(),
+            ends: DashMap::new(),
+            ending: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// `name` ends at `at` (made with a time to live), or never (`None`):
+    /// from then on it reads [`Lookup::Ended`] until its reservation ends,
+    /// and the next sweep stops serving it. A new binding of the name
+    /// clears it.
+    pub fn set_ends(&self, name: &PreviewName, at: Option<Instant>) {
+        let before = match at {
+            Some(at) => self.ends.insert(name.clone(), at),
+            None => self.ends.remove(name).map(|(_, at)| at),
+        };
+        match (before.is_some(), at.is_some()) {
+            (false, true) => {
+                self.ending.fetch_add(1, Ordering::Relaxed);
+            }
+            (true, false) => {
+                self.ending.fetch_sub(1, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+        if let Some(entry) = self.entries.get(name) {
+            entry.changed().notify_waiters();
+        }
+    }
+
+    /// Whether `name` was made with a time to live that is over.
+    fn has_ended(&self, name: &PreviewName, now: Instant) -> bool {
+        self.ending.load(Ordering::Relaxed) > 0 && self.ends.get(name).is_some_and(|at| *at <= now)
     }
 
     /// What wakes when a name the table had no entry for is claimed: a
@@ -227,6 +264,10 @@ impl<T: Clone> RouteTable<T> {
             None => self.vacant_random_name()?,
         };
         let name = entry.key().clone();
+        // A binding starts without an end; its maker sets one.
+        if self.ending.load(Ordering::Relaxed) > 0 && self.ends.remove(&name).is_some() {
+            self.ending.fetch_sub(1, Ordering::Relaxed);
+        }
         // The account whose live count this binding replaces.
         let replaced = match &entry {
             MapEntry::Vacant(_) => None,
@@ -308,6 +349,9 @@ impl<T: Clone> RouteTable<T> {
     }
 
     pub fn lookup(&self, name: &PreviewName) -> Lookup<T> {
+        if self.has_ended(name, Instant::now()) && self.entries.contains_key(name) {
+            return Lookup::Ended;
+        }
         match self.entries.get(name).as_deref() {
             Some(Entry::Live { target, .. }) => Lookup::Live(target.clone()),
             Some(Entry::Held {
@@ -367,7 +411,23 @@ impl<T: Clone> RouteTable<T> {
     /// the target of every live name, in one pass.
     pub fn sweep(&self, mut on_live: impl FnMut(&T)) {
         let now = Instant::now();
-        self.entries.retain(|_, entry| match entry {
+        let mut ended = Vec::new();
+        self.entries.retain(|name, entry| match entry {
+            Entry::Live {
+                account, changed, ..
+            } if self.has_ended(name, now) => {
+                // Its time to live is over: no longer served, held as
+                // taken down (it reads "ended" until the lease ends).
+                ended.push(account.clone());
+                changed.notify_waiters();
+                *entry = Entry::Held {
+                    account: account.clone(),
+                    offline: false,
+                    until: now + self.lease,
+                    changed: changed.clone(),
+                };
+                true
+            }
             Entry::Live { target, .. } => {
                 on_live(target);
                 true
@@ -378,6 +438,18 @@ impl<T: Clone> RouteTable<T> {
                 false
             }
         });
+        for account in ended {
+            self.uncount_live(&account);
+        }
+        if self.ending.load(Ordering::Relaxed) > 0 {
+            self.ends.retain(|name, _| {
+                let keep = self.entries.contains_key(name);
+                if !keep {
+                    self.ending.fetch_sub(1, Ordering::Relaxed);
+                }
+                keep
+            });
+        }
     }
 
     /// The number of names, live or held.

@@ -344,7 +344,10 @@ impl Session {
         let mut restored = Vec::new();
         let mut rejected = Vec::new();
         for preview in previews {
-            match self.open(Some(preview.name.clone()), preview.port).await {
+            let opened = self
+                .open(Some(preview.name.clone()), preview.port, preview.ttl_secs)
+                .await;
+            match opened {
                 Ok(p) => restored.push(p),
                 Err(failure) if failure.code == ErrorCode::Unavailable => return Err(failure),
                 Err(failure) => rejected.push(Rejected {
@@ -395,7 +398,12 @@ impl Session {
                 return;
             }
             let answer = match msg {
-                AgentMessage::Open { id, port, name } => match self.open(name, port).await {
+                AgentMessage::Open {
+                    id,
+                    port,
+                    name,
+                    ttl_secs,
+                } => match self.open(name, port, ttl_secs).await {
                     Ok(preview) => EdgeMessage::Opened { id, preview },
                     Err(failure) => EdgeMessage::Error {
                         id: Some(id),
@@ -420,10 +428,32 @@ impl Session {
         }
     }
 
-    async fn open(&mut self, name: Option<PreviewName>, port: Port) -> Result<Preview, Failure> {
+    /// Binds a name for the agent; with `ttl_secs`, the preview ends
+    /// that many seconds from now (see [`RouteTable::set_ends`]).
+    async fn open(
+        &mut self,
+        name: Option<PreviewName>,
+        port: Port,
+        ttl_secs: Option<u32>,
+    ) -> Result<Preview, Failure> {
+        if ttl_secs.is_some_and(|ttl| !(1..=MAX_TTL_SECS).contains(&ttl)) {
+            return Err(Failure::new(
+                ErrorCode::Protocol,
+                format!("ttl_secs must be from 1 to {MAX_TTL_SECS}"),
+            ));
+        }
+        let ends =
+            ttl_secs.map(|ttl| std::time::SystemTime::now() + Duration::from_secs(ttl.into()));
         #[cfg(feature = "cluster")]
         if let Some(store) = self.hub.store.clone() {
-            return self.open_in_cluster(&store, name, port).await;
+            let preview = self.open_in_cluster(&store, name, port, ends).await?;
+            self.hub
+                .routes
+                .set_ends(&preview.name, ends.map(instant_at));
+            return Ok(Preview {
+                ttl_secs,
+                ..preview
+            });
         }
         let claimed = self.hub.routes.claim(name, &self.account, |name, _| {
             Upstream::new(name.clone(), port, self.link.clone())
@@ -432,7 +462,12 @@ impl Session {
             Ok((name, id)) => {
                 debug!(%name, %port, "preview opened");
                 self.held.insert(name.clone(), (id, None));
-                Ok(Preview { name, port })
+                self.hub.routes.set_ends(&name, ends.map(instant_at));
+                Ok(Preview {
+                    name,
+                    port,
+                    ttl_secs,
+                })
             }
             Err(err) => Err(claim_failure(err)),
         }
@@ -446,6 +481,7 @@ impl Session {
         store: &Store,
         name: Option<PreviewName>,
         port: Port,
+        ends: Option<std::time::SystemTime>,
     ) -> Result<Preview, Failure> {
         let routes = &self.hub.routes;
         routes
@@ -454,7 +490,7 @@ impl Session {
         let (name, claim) = match name {
             Some(name) => {
                 let claim = store
-                    .claim(&name, &self.account, port)
+                    .claim(&name, &self.account, port, ends)
                     .await
                     .map_err(store_failure)?;
                 (name, claim)
@@ -466,7 +502,7 @@ impl Session {
                     if routes.changed(&name).is_some() {
                         continue;
                     }
-                    match store.claim(&name, &self.account, port).await {
+                    match store.claim(&name, &self.account, port, ends).await {
                         Ok(claim) => {
                             fresh = Some((name, claim));
                             break;
@@ -486,7 +522,11 @@ impl Session {
             Ok(id) => {
                 debug!(%name, %port, "preview opened");
                 self.held.insert(name.clone(), (id, Some(claim)));
-                Ok(Preview { name, port })
+                Ok(Preview {
+                    name,
+                    port,
+                    ttl_secs: None,
+                })
             }
             Err(err) => {
                 store
@@ -547,6 +587,20 @@ impl Session {
                 }
             }
         }
+    }
+}
+
+/// The longest time to live a preview may be made with: 30 days.
+pub const MAX_TTL_SECS: u32 = 30 * 86_400;
+
+/// The instant of this process's clock at wall-clock time `at`.
+pub(crate) fn instant_at(at: std::time::SystemTime) -> std::time::Instant {
+    let now = std::time::SystemTime::now();
+    match at.duration_since(now) {
+        Ok(ahead) => std::time::Instant::now() + ahead,
+        Err(past) => std::time::Instant::now()
+            .checked_sub(past.duration())
+            .unwrap_or_else(std::time::Instant::now),
     }
 }
 

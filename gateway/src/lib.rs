@@ -5,6 +5,9 @@
 //!   [`server`]: the MCP handler over stdio and streamable HTTP, the
 //!   daemon's session, event and secret-request endpoints, and the
 //!   send-file API for scripts.
+//! - [`previews`]: preview, unpreview and preview_log through the local
+//!   agent, with [`preview_log`]: the request log as text, and
+//!   [`session_previews`]: the previews that end with their session.
 //! - [`chat`]: the chat backend trait; [`slack`]: Slack through
 //!   slack-morphism; [`socket_mode`]: Slack's events in the daemon;
 //!   [`events`]: events in the gateway's terms and the hub routing them to
@@ -41,6 +44,8 @@ pub mod markdown_anchor;
 pub mod metrics;
 pub mod permalink;
 pub mod permission;
+pub mod preview_log;
+pub mod previews;
 pub mod process;
 pub mod random_id;
 pub mod repo_cache;
@@ -49,6 +54,7 @@ pub mod secrets;
 pub mod server;
 pub mod session;
 pub mod session_env;
+pub mod session_previews;
 pub mod slack;
 pub mod socket_mode;
 pub mod spawn;

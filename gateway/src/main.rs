@@ -100,22 +100,37 @@ enum Command {
     },
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     let format = cli.log.format;
     init_tracing(format);
-    match run(cli).await {
+    let stdio = matches!(cli.command, Command::Mcp { .. });
+    let failed = |err: &dyn std::fmt::Display| {
+        calvin_common::say(
+            format,
+            calvin_common::Level::ERROR,
+            &format!("calvin-gateway: {err:#}"),
+        );
+        ExitCode::FAILURE
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => return failed(&err),
+    };
+    let code = match runtime.block_on(run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            calvin_common::say(
-                format,
-                calvin_common::Level::ERROR,
-                &format!("calvin-gateway: {err:#}"),
-            );
-            ExitCode::FAILURE
-        }
+        Err(err) => failed(&format!("{err:#}")),
+    };
+    if stdio {
+        // A stdio session's stdin is read on a blocking thread, which a
+        // session ended by a signal leaves waiting: the process does not
+        // wait for it.
+        runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     }
+    code
 }
 
 /// Logs to stderr in `format`: stdout carries MCP over stdio. Slack's
@@ -160,7 +175,8 @@ fn init_tracing(format: LogFormat) {
         .try_init();
 }
 
-/// Ctrl-C or SIGTERM.
+/// Ctrl-C or SIGTERM: the daemon drains, a stdio gateway ends its session
+/// (taking its previews down).
 async fn stop_signal() {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(term) => term,
@@ -206,7 +222,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             context.resolve_env_file(&config.runtime_dir());
             let metrics = Metrics::default();
             let gateway = assemble(&config, Process::Stdio, &metrics)?.gateway;
-            server::serve_stdio(gateway, context, send_file_socket, metrics).await
+            server::serve_stdio(gateway, context, send_file_socket, metrics, stop_signal()).await
         }
         Command::Serve {
             config: path,

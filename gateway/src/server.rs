@@ -25,6 +25,10 @@
 //! - A session's env file (its secrets, for BASH_ENV) is written when it
 //!   starts (stdio) or registers (daemon) and removed when it ends; the
 //!   workspace's repository list goes into its AGENTS.md.
+//! - A session's previews end with it (see [`crate::session_previews`]):
+//!   a stdio gateway takes them down when its client goes away or it is
+//!   told to stop (SIGTERM, Ctrl-C), the daemon at `DELETE /sessions/<id>`
+//!   and, for the sessions still registered, when it stops.
 //! - Metrics ([`crate::metrics`]): every tool call is counted here, by tool
 //!   and outcome, as it ends (or is cancelled); the daemon's sessions too.
 
@@ -59,6 +63,7 @@ use crate::metrics::{Metrics, ToolOutcome};
 use crate::secret_request::PostRequest;
 use crate::session::SessionContext;
 use crate::session_env;
+use crate::session_previews::PreviewOwners;
 use crate::tools::{Gateway, Runner, SecretRoute, SendFileArgs};
 
 /// The environment variable naming the stdio gateway's send-file socket.
@@ -135,13 +140,15 @@ impl ServerHandler for McpHandler {
     }
 }
 
-/// Serves one session over stdin/stdout until the client goes away, with
-/// the send-file socket beside it; its tool calls count in `metrics`.
+/// Serves one session over stdin/stdout until the client goes away or
+/// `shutdown` completes, with the send-file socket beside it; its tool
+/// calls count in `metrics`. Then the session's previews are taken down.
 pub async fn serve_stdio(
     gateway: Arc<Gateway>,
     context: SessionContext,
     socket: Option<PathBuf>,
     metrics: Metrics,
+    shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let socket = socket.unwrap_or_else(|| context.session_dir.join(DEFAULT_SOCKET));
     let env_file = session_started(&gateway, &context).await;
@@ -161,10 +168,24 @@ pub async fn serve_stdio(
             None
         }
     };
-    let service = McpHandler::new(gateway, runner, metrics)
+    let service = McpHandler::new(gateway.clone(), runner.clone(), metrics)
         .serve(rmcp::transport::stdio())
         .await?;
-    let _ = service.waiting().await;
+    let stop = service.cancellation_token();
+    let waiting = service.waiting();
+    tokio::pin!(waiting);
+    tokio::select! {
+        _ = &mut waiting => {}
+        () = shutdown => {
+            info!("told to stop: the session ends");
+            stop.cancel();
+            let _ = waiting.await;
+        }
+    }
+    let down = gateway.end_session_previews(&runner).await;
+    if !down.is_empty() {
+        info!(previews = ?down, "the session ended: its previews are down");
+    }
     if let Some(scripts) = scripts {
         scripts.abort();
         let _ = std::fs::remove_file(&socket);
@@ -314,6 +335,8 @@ struct Registration {
 
 struct Daemon {
     gateway: Arc<Gateway>,
+    /// Which sessions' previews end with them.
+    previews: Arc<PreviewOwners>,
     /// Slack's events, when this daemon holds Socket Mode.
     hub: Option<Arc<EventHub>>,
     sessions: Mutex<HashMap<String, Arc<Registration>>>,
@@ -333,6 +356,9 @@ pub struct DaemonSetup {
     pub metrics: Metrics,
 }
 
+/// How long a stopping daemon takes its sessions' previews down.
+const SHUTDOWN_PREVIEWS_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Serves the daemon on `listener` until `shutdown` completes; the env
 /// files of the sessions still registered then, for the caller to end
 /// ([`session_env::end`]) once nothing can set a secret any more.
@@ -350,6 +376,7 @@ pub async fn serve_http(
     );
     let daemon = Arc::new(Daemon {
         gateway: setup.gateway,
+        previews: Arc::default(),
         hub: setup.hub,
         sessions: Mutex::new(HashMap::new()),
         allowed_origins: setup.allowed_origins,
@@ -374,11 +401,24 @@ pub async fn serve_http(
                 .await;
         });
     }
-    let mut env_files: Vec<PathBuf> = daemon
-        .lock()
-        .drain()
-        .filter_map(|(_, r)| r.env_file.clone())
-        .collect();
+    let ended: Vec<Arc<Registration>> = daemon.lock().drain().map(|(_, r)| r).collect();
+    // The sessions end with the daemon, and their previews with them,
+    // within a grace period (each take-down has its own bound too).
+    let previews_down = async {
+        for registration in &ended {
+            daemon
+                .gateway
+                .end_session_previews(&registration.runner)
+                .await;
+        }
+    };
+    if tokio::time::timeout(SHUTDOWN_PREVIEWS_GRACE, previews_down)
+        .await
+        .is_err()
+    {
+        warn!("the daemon stopped before every session's previews were taken down");
+    }
+    let mut env_files: Vec<PathBuf> = ended.iter().filter_map(|r| r.env_file.clone()).collect();
     env_files.sort();
     env_files.dedup();
     Ok(env_files)
@@ -472,22 +512,32 @@ impl Daemon {
                 };
                 match (method, rest) {
                     (Method::DELETE, []) => {
-                        let ended = {
+                        let (ended, env_file) = {
                             let mut sessions = self.lock();
                             let ended = sessions.remove(*id);
                             self.metrics.sessions(sessions.len());
-                            ended.and_then(|ended| {
+                            let env_file = ended.as_ref().and_then(|ended| {
                                 // A restarted runner's new registration of
                                 // the same thread keeps the file.
                                 let shared =
                                     sessions.values().any(|r| r.env_file == ended.env_file);
                                 ended.env_file.clone().filter(|_| !shared)
-                            })
+                            });
+                            (ended, env_file)
                         };
-                        if let Some(env_file) = ended {
+                        if let Some(env_file) = env_file {
                             session_env::end(&env_file);
                         }
-                        json_response(StatusCode::OK, json!({ "ended": id }))
+                        // Two DELETEs at once: only the one that removed it
+                        // takes its previews down.
+                        let down = match ended {
+                            Some(ended) => self.gateway.end_session_previews(&ended.runner).await,
+                            None => Vec::new(),
+                        };
+                        json_response(
+                            StatusCode::OK,
+                            json!({ "ended": id, "previews_down": down }),
+                        )
                     }
                     (Method::GET, ["events"]) => self.events(&registration.runner.context),
                     (_, ["mcp"]) => registration.mcp.handle(req).await,
@@ -539,7 +589,7 @@ impl Daemon {
             thread_ts = %context.thread_ts,
             "runner session registered"
         );
-        let runner = Arc::new(Runner::new(context));
+        let runner = Arc::new(Runner::sharing_previews(context, self.previews.clone()));
         let (gateway, shared, metrics) =
             (self.gateway.clone(), runner.clone(), self.metrics.clone());
         let mcp = StreamableHttpService::new(

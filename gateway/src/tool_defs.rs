@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use crate::card;
 use crate::chat_tools::{EMOJI_MAX, HISTORY_MESSAGES, QUERY_MAX, SEARCH_RESULTS, THREAD_MESSAGES};
 use crate::checkout::MAX_REPOS;
+use crate::previews::{LOG_LIMIT, LOG_LIMIT_DEFAULT, TTL_SECS};
 use crate::secret_request::{NAME_MAX, REASON_CHARS};
 use crate::session::{DMS_PER_RECIPIENT, limit_of};
 use crate::spawn::TASK_CHARS;
@@ -173,14 +174,20 @@ pub fn all_tools() -> Vec<Tool> {
         .with_annotations(posts().idempotent(false)),
         Tool::new(
             "preview",
-            "Gives an HTTP server listening on a port of this computer a public URL. Anyone with \
-             the URL can open it. Plain HTTP on that port only; the URL works while the server \
-             runs. Returns the URL, the name, and whether something was listening on the port.",
+            "Gives an HTTP server listening on a port of this computer a public URL. Anyone \
+                 with the URL can open it. Plain HTTP on that port only; the URL works while the \
+                 server runs. Returns the URL, the name, whether something was listening on the \
+                 port (and where it was reached), what would stop the URL from working with its \
+                 fix, and when the preview ends. It is taken down when this session ends, unless \
+                 made with keep: true, or after ttl_secs. A preview that already existed (made \
+                 outside this session) stays up when this session ends.",
             schema(json!({
                 "type": "object",
                 "properties": {
                     "port": {"type": ["integer", "string"], "minimum": 1, "maximum": 65535, "description": "The port the server listens on, on localhost."},
-                    "name": {"type": "string", "maxLength": 63, "pattern": "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$", "description": "One DNS label. Omitted: a generated name, or the port's existing one."}
+                    "name": {"type": "string", "maxLength": 63, "pattern": "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$", "description": "One DNS label. Omitted: a generated name, or the port's existing one."},
+                    "ttl_secs": {"type": "integer", "minimum": TTL_SECS.start(), "maximum": TTL_SECS.end(), "description": format!("Seconds until the preview is taken down ({} to {}: one minute to 7 days); a visitor then reads that it has ended. Omitted: until unpreview or the session's end.", TTL_SECS.start(), TTL_SECS.end())},
+                    "keep": {"type": "boolean", "description": "Keep the preview after this session ends (until unpreview or ttl_secs). Default false."}
                 },
                 "required": ["port"]
             })),
@@ -203,6 +210,34 @@ pub fn all_tools() -> Vec<Tool> {
                 .destructive(true)
                 .idempotent(true)
                 .open_world(true),
+        ),
+        Tool::new(
+            "preview_log",
+            format!(
+                "Shows the latest requests visitors sent through a preview, newest last, one \
+                 line each (time, method, path, status, duration, sizes, client), after what the \
+                 dev server's refusals need fixed; with id, one request in full (headers, the \
+                 start of its bodies). Authorization and cookie values are masked. Default {} \
+                 requests, at most {}.",
+                LOG_LIMIT_DEFAULT,
+                LOG_LIMIT.end()
+            ),
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "maxLength": 63, "pattern": "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$", "description": "The preview's name, the label at the start of its URL."},
+                    "limit": {"type": "integer", "minimum": LOG_LIMIT.start(), "maximum": LOG_LIMIT.end(), "description": format!("How many of the latest requests. Default {LOG_LIMIT_DEFAULT}, at most {}.", LOG_LIMIT.end())},
+                    "id": {"type": "integer", "minimum": 1, "description": "A request's id as the list shows it (#12 is 12): that request in full. Not with limit."}
+                },
+                "required": ["name"]
+            })),
+        )
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(true)
+                .destructive(false)
+                .idempotent(false)
+                .open_world(false),
         ),
         Tool::new(
             "permission_prompt",

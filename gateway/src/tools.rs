@@ -6,7 +6,8 @@
 //! spawn_thread in [`crate::spawn`], checkout_repo in [`crate::checkout`],
 //! request_secret's flow in [`crate::secret_request`], the chat-thread
 //! family's readers and writers in [`crate::chat_tools`], permission_prompt
-//! in [`crate::permission`].
+//! in [`crate::permission`], preview, unpreview and preview_log in
+//! [`crate::previews`].
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -15,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
 use serde_json::{Value, json};
 
-use crate::args::{Args, integer, problems, unknown_args};
+use crate::args::{Args, problems, unknown_args};
 use crate::card;
 use crate::chat::{ChatBackend, ChatError, Upload};
 use crate::config::{LauncherConfig, Mode, PermissionsConfig};
@@ -25,6 +26,7 @@ use crate::files;
 use crate::secret_request::{NO_KEY, SecretRequest, SecretRequests};
 use crate::secrets::SecretStore;
 use crate::session::{Counters, SessionContext};
+use crate::session_previews::{PreviewOwners, SessionPreviews};
 use crate::tool_defs::all_tools;
 use crate::workspace::Workspace;
 
@@ -70,6 +72,8 @@ pub enum SecretRoute {
 pub struct Runner {
     pub context: SessionContext,
     pub counters: Counters,
+    /// The previews that end with the session.
+    pub previews: SessionPreviews,
     /// The permalink of the session's thread, asked once.
     link: tokio::sync::OnceCell<String>,
     /// Tools allowed for the rest of the session (permission_prompt's ✅).
@@ -79,10 +83,19 @@ pub struct Runner {
 }
 
 impl Runner {
+    /// The one session of its process (a stdio gateway).
     pub fn new(context: SessionContext) -> Self {
+        Self::sharing_previews(context, Arc::default())
+    }
+
+    /// A session of a process with others (the daemon's): a preview
+    /// several of them asked for ends with the last (see
+    /// [`crate::session_previews`]).
+    pub fn sharing_previews(context: SessionContext, owners: Arc<PreviewOwners>) -> Self {
         Self {
             context,
             counters: Counters::default(),
+            previews: SessionPreviews::new(owners),
             link: tokio::sync::OnceCell::new(),
             allowed_all: Mutex::default(),
             dm_allowed: Mutex::default(),
@@ -141,7 +154,7 @@ pub const CHAT_TOOLS: [&str; 8] = [
 ];
 
 /// agent-tools.txt's tools, in every mode.
-pub const AGENT_TOOLS: [&str; 9] = [
+pub const AGENT_TOOLS: [&str; 10] = [
     "send_file",
     "post_card",
     "checkout_repo",
@@ -151,6 +164,7 @@ pub const AGENT_TOOLS: [&str; 9] = [
     "request_secret",
     "preview",
     "unpreview",
+    "preview_log",
 ];
 
 /// Every tool's name, in every mode (the label of its calls' metrics).
@@ -226,8 +240,8 @@ fn available(mode: Mode, tool: &str, has_workspace: bool) -> Option<Availability
             SelfHosted | Hosted,
         ) => Some(Runs),
         (tool, _) if CHAT_TOOLS.contains(&tool) => Some(Runs),
-        ("preview" | "unpreview", Hosted) => Some(Runs),
-        ("preview" | "unpreview", SelfHosted) => Some(Refused(TUNNEL_OFF)),
+        ("preview" | "unpreview" | "preview_log", Hosted) => Some(Runs),
+        ("preview" | "unpreview" | "preview_log", SelfHosted) => Some(Refused(TUNNEL_OFF)),
         _ => None,
     }
 }
@@ -279,11 +293,12 @@ impl Gateway {
         );
         let previews = match self.available_here("preview") {
             Some(Availability::Runs) => {
-                " It also gives local servers public URLs (preview, unpreview)."
+                " It also gives local servers public URLs (preview, unpreview) and shows the \
+                 requests they served (preview_log)."
             }
             Some(Availability::Refused(_)) => {
-                " Previews are off: the tunnel is disabled on this self-hosted gateway, so preview \
-                 and unpreview refuse every call."
+                " Previews are off: the tunnel is disabled on this self-hosted gateway, so \
+                 preview, unpreview and preview_log refuse every call."
             }
             None => "",
         };
@@ -360,8 +375,9 @@ impl Gateway {
             "read_thread" => self.read_thread(runner, args).await,
             "post_thread" => self.post_thread(runner, args).await,
             "request_secret" => self.request_secret(runner, args).await,
-            "preview" => self.preview(args).await,
-            "unpreview" => self.unpreview(args).await,
+            "preview" => self.preview(runner, args).await,
+            "unpreview" => self.unpreview(runner, args).await,
+            "preview_log" => self.preview_log(args).await,
             "read_post" => self.read_post(runner, args).await,
             "react_to_post" => self.react_to_post(runner, args).await,
             "update_own_post" => self.update_own_post(runner, args).await,
@@ -595,114 +611,6 @@ impl Gateway {
             Err(err) => Err(format!("the card was not posted: {}", chat_reason(&err))),
         }
     }
-
-    fn agent(&self) -> Result<(PathBuf, calvin_common::control_client::ControlClient), String> {
-        let socket = self
-            .agent_socket
-            .clone()
-            .ok_or("no agent_socket is configured on this gateway")?;
-        let client = calvin_common::control_client::ControlClient::new(&socket);
-        Ok((socket, client))
-    }
-
-    async fn preview(&self, args: &JsonObject) -> ToolOutcome {
-        let mut found = unknown_args(args, &["port", "name"]);
-        let port = match args.get("port") {
-            None => {
-                found.push("port is required: the port the server listens on, 1 to 65535".into());
-                None
-            }
-            Some(v) => match integer(v) {
-                Some(p) if (1..=65535).contains(&p) => Some(p),
-                _ => {
-                    found.push(format!("port must be an integer from 1 to 65535, got {v}"));
-                    None
-                }
-            },
-        };
-        let name = match args.get("name") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => match calvin_proto::PreviewName::parse(s) {
-                Ok(n) => Some(n.to_string()),
-                Err(e) => {
-                    found.push(format!("name {s:?}: {e}"));
-                    None
-                }
-            },
-            Some(v) => {
-                found.push(format!("name must be a string (one DNS label), got {v}"));
-                None
-            }
-        };
-        let (Some(port), true) = (port, found.is_empty()) else {
-            return Err(problems("no preview was made", &found));
-        };
-        let (socket, client) = self.agent()?;
-        let answer = client
-            .preview(port, name)
-            .await
-            .map_err(|e| agent_unreachable(&socket, &e))?;
-        let created: calvin_proto::control::PreviewCreated = answer
-            .parse()
-            .map_err(|e| format!("no preview was made: {}", e.error))?;
-        let listening = if created.listening {
-            "a server is listening on the port"
-        } else {
-            "nothing is listening on the port yet; the URL works once a server does"
-        };
-        Ok((
-            format!("{} serves port {port} ({listening})", created.url),
-            json!({
-                "url": created.url,
-                "name": created.name,
-                "port": port,
-                "listening": created.listening,
-            }),
-        ))
-    }
-
-    async fn unpreview(&self, args: &JsonObject) -> ToolOutcome {
-        let mut found = unknown_args(args, &["name"]);
-        let name = match args.get("name") {
-            Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
-            Some(v) => {
-                found.push(format!("name must be the preview's name, got {v}"));
-                None
-            }
-            None => {
-                found.push("name is required: the label at the start of the preview's URL".into());
-                None
-            }
-        };
-        let (Some(name), true) = (name, found.is_empty()) else {
-            return Err(problems("nothing was taken down", &found));
-        };
-        let (socket, client) = self.agent()?;
-        let answer = client
-            .unpreview(&name)
-            .await
-            .map_err(|e| agent_unreachable(&socket, &e))?;
-        let deleted: calvin_proto::control::PreviewDeleted = answer
-            .parse()
-            .map_err(|e| format!("nothing was taken down: {}", e.error))?;
-        Ok((
-            format!("the preview {} is down", deleted.name),
-            json!({ "name": deleted.name }),
-        ))
-    }
-}
-
-fn agent_unreachable(
-    socket: &std::path::Path,
-    err: &calvin_common::control_client::ClientError,
-) -> String {
-    match err {
-        calvin_common::control_client::ClientError::Unreachable { .. } => format!(
-            "the calvin agent is not running at {} (start it with `calvin-agent up`)",
-            socket.display()
-        ),
-        other => format!("the calvin agent at {} failed: {other}", socket.display()),
-    }
 }
 
 pub(crate) fn chat_reason(err: &ChatError) -> String {
@@ -760,6 +668,7 @@ impl SendFileArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::args::integer;
 
     fn obj(v: Value) -> JsonObject {
         v.as_object().unwrap().clone()
@@ -848,7 +757,7 @@ mod tests {
         );
         let mut want = vec!["send_file", "post_card"];
         want.extend(threads);
-        want.extend(["preview", "unpreview"]);
+        want.extend(["preview", "unpreview", "preview_log"]);
         want.extend(family);
         assert_eq!(names(Mode::SelfHosted, false), want);
         want.insert(2, "checkout_repo");

@@ -132,8 +132,9 @@ pub struct LoggedRequest {
     /// connection ended before one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
-    /// From the request's head to the response's end (or to now, when it
-    /// ended without one).
+    /// From the request's head to the response's end, or to the end of
+    /// the connection when that came first; absent while the response is
+    /// still coming.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<f64>,
     /// Bytes of the request's and the response's bodies.

@@ -122,9 +122,10 @@ mod tests {
                 previews: vec![Preview {
                     name: name("web"),
                     port: port(3000),
+                    ttl_secs: Some(3600),
                 }],
             }),
-            r#"{"type":"hello","version":1,"token":"t0k","previews":[{"name":"web","port":3000}]}"#,
+            r#"{"type":"hello","version":1,"token":"t0k","previews":[{"name":"web","port":3000,"ttl_secs":3600}]}"#,
         );
     }
 
@@ -135,6 +136,7 @@ mod tests {
                 id: 7,
                 port: port(8000),
                 name: None,
+                ttl_secs: None,
             },
             r#"{"type":"open","id":7,"port":8000,"name":null}"#,
         );
@@ -143,8 +145,9 @@ mod tests {
                 id: 8,
                 port: port(65535),
                 name: Some(name("api")),
+                ttl_secs: Some(7200),
             },
-            r#"{"type":"open","id":8,"port":65535,"name":"api"}"#,
+            r#"{"type":"open","id":8,"port":65535,"name":"api","ttl_secs":7200}"#,
         );
         golden(
             AgentMessage::Close {
@@ -165,6 +168,7 @@ mod tests {
                 restored: vec![Preview {
                     name: name("web"),
                     port: port(3000),
+                    ttl_secs: Some(3600),
                 }],
                 rejected: vec![Rejected {
                     name: name("old"),
@@ -174,7 +178,7 @@ mod tests {
             concat!(
                 r#"{"type":"welcome","account":"dev","domain":"preview.localhost","#,
                 r#""url_template":"https://{name}.preview.localhost:4443","#,
-                r#""restored":[{"name":"web","port":3000}],"#,
+                r#""restored":[{"name":"web","port":3000,"ttl_secs":3600}],"#,
                 r#""rejected":[{"name":"old","failure":{"code":"name_taken","message":"taken"}}]}"#
             ),
         );
@@ -192,6 +196,7 @@ mod tests {
                 preview: Preview {
                     name: name("brisk-otter-7k2qx9"),
                     port: port(5173),
+                    ttl_secs: None,
                 },
             },
             r#"{"type":"opened","id":1,"preview":{"name":"brisk-otter-7k2qx9","port":5173}}"#,

@@ -112,6 +112,10 @@ impl fmt::Debug for Port {
 pub struct Preview {
     pub name: PreviewName,
     pub port: Port,
+    /// Seconds left until the preview ends (made with a time to live);
+    /// then a visitor reads "this preview has ended". Absent: no end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_secs: Option<u32>,
 }
 
 /// Agent -> edge, on the control stream.
@@ -125,6 +129,9 @@ pub enum AgentMessage {
         id: u64,
         port: Port,
         name: Option<PreviewName>,
+        /// Seconds until the preview ends (see [`Preview::ttl_secs`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ttl_secs: Option<u32>,
     },
     /// Take `name` down.
     Close { id: u64, name: PreviewName },

@@ -264,9 +264,11 @@ impl TestAgent {
             .expect("a preview list")
     }
 
+    /// `POST /v1/previews` without the probe's request (see
+    /// [`unprobed`]).
     pub async fn try_preview(&self, port: i64, name: Option<&str>) -> Answer {
         self.client()
-            .preview(port, name.map(str::to_owned))
+            .create(&unprobed(port, name.map(str::to_owned)))
             .await
             .expect("control API answers")
     }
@@ -650,10 +652,27 @@ pub fn tls_client_config(ca: &Path, alpn: &[&[u8]]) -> rustls::ClientConfig {
 pub async fn preview_when_connected(socket: &Path, port: u16) -> PreviewCreated {
     let client = ControlClient::new(socket);
     eventually(Duration::from_secs(10), || async {
-        client.preview(port.into(), None).await.ok()?.parse().ok()
+        client
+            .create(&unprobed(port.into(), None))
+            .await
+            .ok()?
+            .parse()
+            .ok()
     })
     .await
     .expect("the agent connects and previews")
+}
+
+/// A preview request without the probe: the origins of most tests count
+/// the requests they see, and the probe's `HEAD /` is not one of the
+/// test's. The probe has its own tests (`preview_diagnostics`).
+pub fn unprobed(port: i64, name: Option<String>) -> calvin_agent::api::PreviewRequest {
+    calvin_agent::api::PreviewRequest {
+        port,
+        name,
+        ttl_secs: None,
+        probe: Some(false),
+    }
 }
 
 /// The setup most end-to-end tests start from: an in-process edge, an

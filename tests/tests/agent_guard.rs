@@ -44,11 +44,17 @@ async fn fake_edge() -> (Agent, quinn::Connection, tempfile::TempDir) {
         let _endpoint = endpoint;
         while let Ok(Some(msg)) = read_frame::<AgentMessage, _>(&mut recv).await {
             let answer = match msg {
-                AgentMessage::Open { id, port, name } => EdgeMessage::Opened {
+                AgentMessage::Open {
+                    id,
+                    port,
+                    name,
+                    ttl_secs,
+                } => EdgeMessage::Opened {
                     id,
                     preview: Preview {
                         name: name.unwrap_or_else(|| PreviewName::parse("fake").expect("name")),
                         port,
+                        ttl_secs,
                     },
                 },
                 AgentMessage::Close { id, name } => EdgeMessage::Closed { id, name },
@@ -125,7 +131,11 @@ async fn only_previewed_ports_under_their_own_names_are_forwarded() {
     let (other, other_hits) = counting_server(loopback, b"secret\n").await;
     let web = PreviewName::parse("web").expect("name");
     agent
-        .preview(Port::try_from(previewed).expect("port"), Some(web))
+        .preview_with(
+            Port::try_from(previewed).expect("port"),
+            Some(web),
+            unprobed(),
+        )
         .await
         .expect("preview");
 
@@ -184,7 +194,7 @@ async fn a_server_on_ipv6_loopback_only_is_reached() {
     let (agent, conn, _dir) = fake_edge().await;
     let (port, hits) = counting_server("[::1]:0".parse().expect("addr"), b"over ::1\n").await;
     let created = agent
-        .preview(Port::try_from(port).expect("port"), None)
+        .preview_with(Port::try_from(port).expect("port"), None, unprobed())
         .await
         .expect("preview");
     assert!(
@@ -206,7 +216,7 @@ async fn nothing_listening_is_refused_as_such() {
     let (agent, conn, _dir) = fake_edge().await;
     let port = silent_port().await;
     agent
-        .preview(Port::try_from(port).expect("port"), None)
+        .preview_with(Port::try_from(port).expect("port"), None, unprobed())
         .await
         .expect("preview");
     let (answer, ..) = ask(&conn, "fake", port).await;
@@ -231,7 +241,7 @@ async fn the_agent_waits_for_a_restarting_server_as_long_as_asked() {
     let (agent, conn, _dir) = fake_edge().await;
     let port = silent_port().await;
     let created = agent
-        .preview(Port::try_from(port).expect("port"), None)
+        .preview_with(Port::try_from(port).expect("port"), None, unprobed())
         .await
         .expect("preview");
     assert!(!created.listening);
@@ -291,4 +301,14 @@ async fn the_agent_waits_for_a_restarting_server_as_long_as_asked() {
         1,
         "one connection, not one per try"
     );
+}
+
+/// The counting servers here count connections, and answer no HTTP: the
+/// probe's request (and its TLS check) would be counted too. The probe has
+/// its own tests (`preview_diagnostics`).
+fn unprobed() -> calvin_agent::PreviewOptions {
+    calvin_agent::PreviewOptions {
+        probe: false,
+        ..Default::default()
+    }
 }

@@ -673,6 +673,49 @@ async fn an_agent_whose_edge_dies_while_etcd_is_down_keeps_its_previews_until_it
     .await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_preview_made_with_a_time_to_live_ends_on_every_edge() {
+    let etcd = Etcd::start().await;
+    let cluster = ClusterEdges::start(3, &etcd).await;
+    let origin = Origin::start().await;
+    let agent = TestAgent::spawn_to_edges(
+        &[cluster.edges[0].quic],
+        &cluster.visitor_ca,
+        &token_for("alice"),
+    )
+    .await;
+    agent
+        .agent
+        .wait_connected(Duration::from_secs(10))
+        .await
+        .expect("the agent connects");
+    let request = calvin_agent::api::PreviewRequest {
+        port: origin.port.into(),
+        name: Some("brief".into()),
+        ttl_secs: Some(4),
+        probe: Some(false),
+    };
+    let answer = agent.client().create(&request).await.expect("control API");
+    assert!(answer.status.is_success(), "{answer:?}");
+    for i in 0..3 {
+        let served = eventually(Duration::from_secs(3), || async {
+            (get_on(&cluster, i, "brief", "/hello").await.status == 200).then_some(())
+        })
+        .await;
+        assert!(served.is_some(), "edge {} serves it", i + 1);
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    for i in 0..3 {
+        let ended = eventually(Duration::from_secs(3), || async {
+            let out = get_on(&cluster, i, "brief", "/hello").await;
+            (out.status == 410).then_some(out)
+        })
+        .await
+        .unwrap_or_else(|| panic!("edge {} says it ended:\n{}", i + 1, cluster.logs()));
+        assert_eq!(ended.header("x-calvin-error"), Some("preview-ended"));
+    }
+}
+
 /// What `cargo tree` lists of `package`'s normal and build dependencies
 /// (from Cargo.lock, offline), one crate per line.
 fn dependency_tree(package: &str) -> String {

@@ -34,6 +34,7 @@ fn self_hosted_tools() -> Vec<&'static str> {
         "request_secret",
         "preview",
         "unpreview",
+        "preview_log",
     ];
     tools.extend(FAMILY);
     tools
@@ -157,7 +158,10 @@ async fn each_mode_lists_the_spec_tools_and_says_what_it_offers() {
     assert_eq!(tool_names(&out[1]), want);
     let said = out[0]["instructions"].as_str().expect("instructions");
     assert!(
-        said.contains("It also gives local servers public URLs (preview, unpreview)."),
+        said.contains(
+            "It also gives local servers public URLs (preview, unpreview) and shows the requests \
+             they served (preview_log)."
+        ),
         "{said}"
     );
     assert_refused(
@@ -175,8 +179,12 @@ async fn hosted_preview_serves_the_origin_then_unpreview_takes_it_down() {
     setup.agent_socket = Some(agent.socket.clone());
     let port = origin.addr().port().to_string();
     let out = drive(setup.stdio(json!([
-        // A port sent as a string is accepted.
-        call("preview", json!({"port": port, "name": "gw-web"})),
+        // A port sent as a string is accepted; keep: the preview outlives
+        // this stdio session, for the next one to take down.
+        call(
+            "preview",
+            json!({"port": port, "name": "gw-web", "keep": true})
+        ),
     ])))
     .await;
     assert_eq!(out[0]["is_error"], false, "{}", out[0]);

@@ -5,10 +5,10 @@
 //! or goes silent, moves to the next ([`EdgeRing`]).
 
 use crate::metrics::AgentCounts;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use calvin_proto::io::{read_frame, write_frame};
 use calvin_proto::{
@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{info, warn};
 
 use crate::api::{PreviewCreated, PreviewEntry, PreviewList};
+use crate::request_log::{self, RequestLog};
 use crate::transport::{EdgeAddress, EdgeRing, EdgeTarget, TransportError};
 use crate::{forward, probe};
 
@@ -116,6 +117,7 @@ enum Request {
     Open {
         port: Port,
         name: Option<PreviewName>,
+        ttl_secs: Option<u32>,
     },
     Close {
         name: PreviewName,
@@ -145,6 +147,10 @@ struct Shared {
     /// never made twice by two callers at once.
     ops: tokio::sync::Mutex<()>,
     counts: AgentCounts,
+    /// The requests through each preview.
+    log: RequestLog,
+    /// When previews made with a time to live end.
+    ends: Mutex<HashMap<PreviewName, SystemTime>>,
 }
 
 impl Agent {
@@ -157,6 +163,16 @@ impl Agent {
     /// An agent of several edges: it connects to one, and moves to the
     /// next when that one fails or goes silent. Its previews move with it.
     pub fn with_edges(edges: Vec<EdgeAddress>, token: String) -> Self {
+        Self::with_log(
+            edges,
+            token,
+            RequestLog::new(request_log::DEFAULT_CAPACITY, false),
+        )
+    }
+
+    /// An agent of several edges (see [`Self::with_edges`]) keeping `log`
+    /// of its previews' requests.
+    pub fn with_log(edges: Vec<EdgeAddress>, token: String, log: RequestLog) -> Self {
         let (link, _) = watch::channel(LinkState::Connecting { last_error: None });
         let counts = AgentCounts::new(link.subscribe());
         Self {
@@ -164,12 +180,19 @@ impl Agent {
                 edges,
                 token,
                 previews: Previews::default(),
+                log,
+                ends: Mutex::default(),
                 link,
                 welcome: Mutex::new(None),
                 ops: tokio::sync::Mutex::new(()),
                 counts,
             }),
         }
+    }
+
+    /// The requests through its previews.
+    pub fn log(&self) -> &RequestLog {
+        &self.shared.log
     }
 
     /// What the agent counts (`--metrics`).
@@ -317,12 +340,27 @@ impl Agent {
         // No preview or unpreview between the snapshot the hello carries and
         // the welcome's answer to it, so neither is lost or undone.
         let _op = self.shared.ops.lock().await;
+        let ends = self.ends().clone();
+        let now = SystemTime::now();
         let held: Vec<Preview> = self
             .previews()
             .iter()
-            .map(|(name, port)| Preview {
-                name: name.clone(),
-                port: *port,
+            .filter_map(|(name, port)| {
+                // What is left of its time to live; one whose time is over
+                // is not registered again (its timer takes it down here).
+                let ttl_secs = match ends.get(name) {
+                    None => None,
+                    Some(end) => Some(
+                        u32::try_from(end.duration_since(now).ok()?.as_secs())
+                            .unwrap_or(u32::MAX)
+                            .max(1),
+                    ),
+                };
+                Some(Preview {
+                    name: name.clone(),
+                    port: *port,
+                    ttl_secs,
+                })
             })
             .collect();
         let hello = AgentMessage::Hello(Hello {
@@ -361,6 +399,7 @@ impl Agent {
             conn.clone(),
             self.shared.previews.clone(),
             self.shared.counts.clone(),
+            self.shared.log.clone(),
         ));
         let link = Link {
             edge: Arc::new(edge),
@@ -381,6 +420,7 @@ impl Agent {
         for rejected in &welcome.rejected {
             warn!(name = %rejected.name, reason = %rejected.failure, "preview not restored");
             previews.remove(&rejected.name);
+            self.shared.log.close(&rejected.name);
         }
         drop(previews);
         info!(
@@ -466,9 +506,19 @@ impl Agent {
                 Some(n) => (previews.get(n) == Some(&port)).then(|| n.clone()),
             }
         };
-        let name = match existing {
+        let ttl_secs = options
+            .ttl
+            .map(|ttl| u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX));
+        // A preview kept as it is needs no word to the edge, unless its end
+        // changes (a time to live given, or one it had).
+        let reused = existing
+            .clone()
+            .filter(|name| ttl_secs.is_none() && !self.ends().contains_key(name));
+        let name = match reused {
             Some(name) => name,
             None => {
+                // The port's name, when it has one, is opened again.
+                let name = name.or(existing);
                 let link = self.link()?;
                 // The edge routes to this agent the moment it claims the
                 // name, before its answer arrives here: a visitor who was
@@ -478,7 +528,13 @@ impl Agent {
                 let before = name
                     .clone()
                     .map(|n| (n.clone(), self.previews().insert(n, port)));
-                let answer = link.call(Request::Open { port, name }).await;
+                let answer = link
+                    .call(Request::Open {
+                        port,
+                        name,
+                        ttl_secs,
+                    })
+                    .await;
                 match answer {
                     Ok(EdgeMessage::Opened { preview, .. }) => {
                         self.previews().insert(preview.name.clone(), preview.port);
@@ -500,7 +556,9 @@ impl Agent {
                 }
             }
         };
+        let expires_at = self.set_end(&name, options.ttl);
         let url = self.url_for(&name);
+        self.shared.log.open(&name, port, &url);
         let found = if options.probe {
             probe::run(port, authority(&url)).await
         } else {
@@ -512,7 +570,7 @@ impl Agent {
             listening: found.reached.is_some(),
             reached: found.reached.map(|addr| addr.to_string()),
             warnings: found.warnings,
-            expires_at: None,
+            expires_at: expires_at.map(rfc3339),
         })
     }
 
@@ -532,7 +590,39 @@ impl Agent {
             }
         }
         self.previews().remove(name);
+        self.ends().remove(name);
+        self.shared.log.close(name);
         Ok(())
+    }
+
+    fn ends(&self) -> std::sync::MutexGuard<'_, HashMap<PreviewName, SystemTime>> {
+        self.shared.ends.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records when `name` ends (`ttl` from now; none without), and takes
+    /// it down here then. The edge ends it at the same time (a visitor
+    /// reads "this preview has ended"), whether or not this agent is
+    /// connected; this agent stops registering it.
+    fn set_end(&self, name: &PreviewName, ttl: Option<Duration>) -> Option<SystemTime> {
+        let Some(ttl) = ttl else {
+            self.ends().remove(name);
+            return None;
+        };
+        let end = SystemTime::now() + ttl;
+        self.ends().insert(name.clone(), end);
+        let (agent, name) = (self.clone(), name.clone());
+        tokio::spawn(async move {
+            // A second past the edge's own end: the edge counts from the
+            // moment the request reached it.
+            tokio::time::sleep(ttl + TTL_GRACE).await;
+            if agent.ends().get(&name) == Some(&end) {
+                info!(%name, "the preview's time to live is over; taking it down");
+                if let Err(err) = agent.unpreview(&name).await {
+                    warn!(%name, %err, "could not take the ended preview down");
+                }
+            }
+        });
+        Some(end)
     }
 
     pub fn list(&self) -> PreviewList {
@@ -550,8 +640,8 @@ impl Agent {
                     url: self.url_for(&name),
                     name: name.to_string(),
                     port: port.get(),
-                    expires_at: None,
-                    hints: Vec::new(),
+                    expires_at: self.ends().get(&name).copied().map(rfc3339),
+                    hints: self.shared.log.hints(&name),
                 })
                 .collect(),
         }
@@ -563,12 +653,28 @@ impl Agent {
 pub struct PreviewOptions {
     /// Probe the port for the usual mistakes.
     pub probe: bool,
+    /// Take the preview down this long from now.
+    pub ttl: Option<Duration>,
 }
 
 impl Default for PreviewOptions {
     fn default() -> Self {
-        Self { probe: true }
+        Self {
+            probe: true,
+            ttl: None,
+        }
     }
+}
+
+/// How long past a preview's end the agent takes it down (see
+/// [`Agent::set_end`]).
+const TTL_GRACE: Duration = Duration::from_secs(1);
+
+/// `at` as RFC 3339, in UTC.
+fn rfc3339(at: SystemTime) -> String {
+    time::OffsetDateTime::from(at)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
 }
 
 /// The authority (`host[:port]`) of a preview's URL: the Host its
@@ -638,7 +744,16 @@ async fn control_loop(
         let id = next_id;
         next_id += 1;
         let msg = match call.request {
-            Request::Open { port, name } => AgentMessage::Open { id, port, name },
+            Request::Open {
+                port,
+                name,
+                ttl_secs,
+            } => AgentMessage::Open {
+                id,
+                port,
+                name,
+                ttl_secs,
+            },
             Request::Close { name } => AgentMessage::Close { id, name },
         };
         let answer = tokio::time::timeout(ANSWER_TIMEOUT, async {

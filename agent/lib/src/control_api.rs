@@ -2,9 +2,15 @@
 //! same user only). The gateway and the `preview`, `unpreview` and `ls`
 //! commands call it.
 //!
-//! - `POST /v1/previews {port, name?}` -> `{url, name, listening}`
+//! - `POST /v1/previews {port, name?, ttl_secs?, probe?}` -> `{url, name,
+//!   listening, reached?, warnings, expires_at?}`
 //! - `DELETE /v1/previews/{name}` -> `{name}`
 //! - `GET /v1/previews` -> `{connected, previews: [{name, port, url}]}`
+//! - `GET /v1/previews/{name}/requests?after=ID&limit=N&wait=SECS` ->
+//!   `{name, requests: [...], hints: [...]}` (the request log, newest last;
+//!   `wait` holds the answer until a request after `after` comes)
+//! - `POST /v1/previews/{name}/requests/{id}/replay` -> the replay, as one
+//!   logged request
 //!
 //! Errors are `{code, error}` with a status that fits.
 
@@ -25,6 +31,7 @@ use tracing::{debug, warn};
 
 use crate::agent::{Agent, PreviewError, PreviewOptions};
 use crate::api::{ApiError, PreviewDeleted, PreviewRequest};
+use crate::request_log::ReplayError;
 use calvin_common::unix_socket::{self, SocketError};
 
 /// `$XDG_RUNTIME_DIR/calvin/agent.sock`, or `/tmp/calvin-<uid>/agent.sock`.
@@ -102,11 +109,25 @@ async fn route(agent: &Agent, req: Request<Incoming>) -> Answer {
     match (req.method().clone(), path.as_str()) {
         (Method::POST, "/v1/previews") => create(agent, req).await,
         (Method::GET, "/v1/previews") => json(StatusCode::OK, &agent.list()),
-        (Method::DELETE, p) if p.starts_with("/v1/previews/") => {
-            delete(agent, &p["/v1/previews/".len()..]).await
+        (method, p) if p.starts_with("/v1/previews/") => {
+            let rest: Vec<&str> = p["/v1/previews/".len()..].split('/').collect();
+            match (method, rest.as_slice()) {
+                (Method::DELETE, [name]) => delete(agent, name).await,
+                (_, [_]) => method_not_allowed("DELETE"),
+                (Method::GET, [name, "requests"]) => {
+                    requests(agent, name, req.uri().query().unwrap_or("")).await
+                }
+                (_, [_, "requests"]) => method_not_allowed("GET"),
+                (Method::POST, [name, "requests", id, "replay"]) => replay(agent, name, id).await,
+                (_, [_, "requests", _, "replay"]) => method_not_allowed("POST"),
+                _ => error(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    &format!("no such endpoint: {path}"),
+                ),
+            }
         }
         (_, "/v1/previews") => method_not_allowed("GET, POST"),
-        (_, p) if p.starts_with("/v1/previews/") => method_not_allowed("DELETE"),
         _ => error(
             StatusCode::NOT_FOUND,
             "not_found",
@@ -144,8 +165,22 @@ async fn create(agent: &Agent, req: Request<Incoming>) -> Answer {
         Ok(name) => name,
         Err(e) => return invalid_name(e),
     };
+    let ttl = match request.ttl_secs {
+        None => None,
+        Some(secs) if (1..=MAX_TTL_SECS).contains(&secs) => {
+            Some(std::time::Duration::from_secs(secs as u64))
+        }
+        Some(secs) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_ttl",
+                &format!("ttl_secs must be from 1 to {MAX_TTL_SECS} (30 days), got {secs}"),
+            );
+        }
+    };
     let options = PreviewOptions {
         probe: request.probe.unwrap_or(true),
+        ttl,
     };
     match agent.preview_with(port, name, options).await {
         Ok(created) => json(StatusCode::OK, &created),
@@ -167,6 +202,86 @@ async fn delete(agent: &Agent, name: &str) -> Answer {
         ),
         Err(err) => preview_error(err),
     }
+}
+
+/// The longest time to live a preview may be made with (the edge's own
+/// bound): 30 days.
+pub const MAX_TTL_SECS: i64 = 30 * 86_400;
+
+/// The most requests one answer of the log holds.
+pub const MAX_LIMIT: usize = 1000;
+/// The longest `wait` of the log, in seconds.
+pub const MAX_WAIT_SECS: u64 = 60;
+
+async fn requests(agent: &Agent, name: &str, query: &str) -> Answer {
+    let name = match PreviewName::parse(name) {
+        Ok(name) => name,
+        Err(e) => return invalid_name(e),
+    };
+    let (mut after, mut limit, mut wait) = (0u64, MAX_LIMIT, 0u64);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let number = value.parse::<u64>();
+        match (key, number) {
+            ("after", Ok(n)) => after = n,
+            ("limit", Ok(n)) if (1..=MAX_LIMIT as u64).contains(&n) => limit = n as usize,
+            ("wait", Ok(n)) if n <= MAX_WAIT_SECS => wait = n,
+            ("after", Err(_)) => return bad_query("after must be a request id (a whole number)"),
+            ("limit", _) => {
+                return bad_query(&format!(
+                    "limit must be from 1 to {MAX_LIMIT}, got {value:?}"
+                ));
+            }
+            ("wait", _) => {
+                return bad_query(&format!(
+                    "wait must be from 0 to {MAX_WAIT_SECS} seconds, got {value:?}"
+                ));
+            }
+            _ => {
+                return bad_query(&format!(
+                    "unknown parameter {key:?}: use after, limit, wait"
+                ));
+            }
+        }
+    }
+    let wait = std::time::Duration::from_secs(wait);
+    match agent.log().wait_requests(&name, after, limit, wait).await {
+        Some(log) => json(StatusCode::OK, &log),
+        None => preview_error(PreviewError::UnknownName(name)),
+    }
+}
+
+async fn replay(agent: &Agent, name: &str, id: &str) -> Answer {
+    let name = match PreviewName::parse(name) {
+        Ok(name) => name,
+        Err(e) => return invalid_name(e),
+    };
+    let Ok(id) = id.parse::<u64>() else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "unknown_request",
+            &format!("{id:?} is not a request id"),
+        );
+    };
+    match agent.log().replay(&name, id).await {
+        Ok(replayed) => json(StatusCode::OK, &replayed),
+        Err(err) => {
+            let (status, code) = match &err {
+                ReplayError::UnknownName(_) => (StatusCode::NOT_FOUND, "unknown_name"),
+                ReplayError::UnknownRequest { .. } => (StatusCode::NOT_FOUND, "unknown_request"),
+                ReplayError::BodyCut(..)
+                | ReplayError::Upgrade(_)
+                | ReplayError::Unfinished(_)
+                | ReplayError::Invalid(..) => (StatusCode::CONFLICT, "not_replayable"),
+                ReplayError::Port { .. } => (StatusCode::BAD_GATEWAY, "port_failed"),
+            };
+            error(status, code, &err.to_string())
+        }
+    }
+}
+
+fn bad_query(message: &str) -> Answer {
+    error(StatusCode::BAD_REQUEST, "invalid_query", message)
 }
 
 /// The 400 that refuses a preview name.

@@ -12,6 +12,7 @@ use tracing::{Instrument, debug, debug_span};
 
 use crate::agent::Previews;
 use crate::metrics::{AgentCounts, LocalRefusal};
+use crate::request_log::RequestLog;
 
 /// Time for the edge to send a stream's header.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
@@ -29,10 +30,12 @@ pub(crate) async fn accept_streams(
     conn: quinn::Connection,
     previews: Previews,
     counts: AgentCounts,
+    log: RequestLog,
 ) {
     while let Ok((send, recv)) = conn.accept_bi().await {
         let span = debug_span!("stream", id = %send.id());
-        tokio::spawn(serve_stream(send, recv, previews.clone(), counts.clone()).instrument(span));
+        let serve = serve_stream(send, recv, previews.clone(), counts.clone(), log.clone());
+        tokio::spawn(serve.instrument(span));
     }
 }
 
@@ -41,6 +44,7 @@ async fn serve_stream(
     mut recv: quinn::RecvStream,
     previews: Previews,
     counts: AgentCounts,
+    log: RequestLog,
 ) {
     let _open = counts.stream();
     let header = match tokio::time::timeout(
@@ -101,8 +105,18 @@ async fn serve_stream(
     debug!(name = %header.name, port = %header.port, client = %header.client, "forwarding");
     let mut tunnel = TunnelStream::new(recv, send);
     let mut tcp = tcp;
-    let tally = |moved: Moved| counts.moved(moved.to_tcp, moved.from_tcp);
-    if let Err(err) = tunnel.splice(&mut tcp, tally).await {
+    let tap = log.tap(&header.name);
+    let tally = |moved: Moved, bytes: &[u8]| {
+        counts.moved(moved.to_tcp, moved.from_tcp);
+        if let Some(tap) = &tap {
+            tap.seen(moved.to_tcp > 0, bytes);
+        }
+    };
+    let spliced = tunnel.splice(&mut tcp, tally).await;
+    if let Some(tap) = &tap {
+        tap.close(spliced.is_ok());
+    }
+    if let Err(err) = spliced {
         // A reset on either side is passed on as a reset, never as a clean
         // end that would make a cut-off transfer look complete.
         debug!(%err, "stream cut off");

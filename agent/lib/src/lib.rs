@@ -21,8 +21,12 @@
 pub mod agent;
 pub mod control_api;
 mod forward;
+pub mod inspector;
 pub mod metrics;
 pub mod probe;
+pub mod refusals;
+pub mod request_log;
+mod tap;
 pub mod transport;
 
 pub use agent::{Agent, LinkState, PreviewError, PreviewOptions};

@@ -99,7 +99,11 @@ pub async fn run(args: AgentsArgs) -> anyhow::Result<()> {
         let hello = Hello {
             version: PROTOCOL_VERSION,
             token: token.clone(),
-            previews: vec![Preview { name, port }],
+            previews: vec![Preview {
+                name,
+                port,
+                ttl_secs: None,
+            }],
         };
         let (gate, edge, server_name) = (gate.clone(), args.edge, args.server_name.clone());
         tasks.spawn(async move {

@@ -310,6 +310,7 @@ impl Mirror {
         let id = routes.mirror(name.clone(), &account, |name, _| {
             Upstream::new(name.clone(), port, link.clone())
         });
+        routes.set_ends(name, route.ends.map(unix_instant));
         debug!(%name, edge = %route.edge, "mirrored another edge's preview");
         view.mirrored.insert(
             name.clone(),
@@ -341,6 +342,14 @@ impl Mirror {
             self.hub
                 .routes
                 .hold(name.clone(), &AccountId::new(&record.account), true);
+        }
+        if reserved && let Some(ends) = record.ends {
+            if record.state == NameState::Released {
+                self.hub
+                    .routes
+                    .hold(name.clone(), &AccountId::new(&record.account), false);
+            }
+            self.hub.routes.set_ends(name, Some(unix_instant(ends)));
         }
     }
 
@@ -463,4 +472,9 @@ impl<F: FnMut()> Drop for Defer<F> {
     fn drop(&mut self) {
         (self.0)();
     }
+}
+
+/// This process's instant at `secs` Unix seconds.
+fn unix_instant(secs: u64) -> std::time::Instant {
+    crate::tunnel::instant_at(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
 }

@@ -53,6 +53,9 @@ pub struct RouteRecord {
     pub account: String,
     pub port: Port,
     pub claim: u64,
+    /// Unix seconds: when the preview ends (made with a time to live).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends: Option<u64>,
 }
 
 /// `names/<name>`.
@@ -62,6 +65,10 @@ pub struct NameRecord {
     /// Unix seconds: the reservation's end once the name is not live.
     pub until: u64,
     pub state: NameState,
+    /// Unix seconds: when the preview ends (made with a time to live); past
+    /// it the name reads "ended" on every edge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ends: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -100,6 +107,15 @@ pub enum StoreRefusal {
 /// store is older than the claim).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claim(Vec<u8>, i64);
+
+impl Claim {
+    /// When the claimed preview ends, if it has a time to live.
+    fn ends(&self) -> Option<u64> {
+        serde_json::from_slice::<RouteRecord>(&self.0)
+            .ok()
+            .and_then(|r| r.ends)
+    }
+}
 
 /// This edge's side of the store.
 pub struct Store {
@@ -200,7 +216,9 @@ impl Store {
         name: &PreviewName,
         account: &AccountId,
         port: Port,
+        ends: Option<SystemTime>,
     ) -> Result<Claim, StoreRefusal> {
+        let ends = ends.map(|at| at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()));
         let lease = self.lease.load(Ordering::Acquire);
         if lease == 0 {
             return Err(StoreRefusal::Unavailable(
@@ -213,12 +231,14 @@ impl Store {
             account: account.to_string(),
             port,
             claim: self.next_claim.fetch_add(1, Ordering::Relaxed),
+            ends,
         };
         let value = serde_json::to_vec(&route).unwrap_or_default();
         let record = NameRecord {
             account: account.to_string(),
             until: now_secs() + self.name_lease.as_secs(),
             state: NameState::Live,
+            ends,
         };
         let record = serde_json::to_vec(&record).unwrap_or_default();
         let mut client = self.client.clone();
@@ -358,6 +378,7 @@ impl Store {
             account: account.to_string(),
             until: now_secs() + self.name_lease.as_secs(),
             state,
+            ends: claim.ends(),
         };
         let txn = Txn::new()
             .when([Compare::value(
@@ -597,6 +618,7 @@ impl Store {
                 account: account.to_string(),
                 until: now_secs() + self.name_lease.as_secs(),
                 state: NameState::Live,
+                ends: claim.ends(),
             };
             let txn = Txn::new()
                 .when([Compare::value(
