@@ -477,11 +477,33 @@ async fn django_admin_login_over_https_needs_a_trusted_origin() {
         created.url
     );
     assert!(out.text().contains(&origin_failure), "{}", out.text());
-    // What the agent makes of the answer the visitor got.
-    let peek = &out.body[..out.body.len().min(4096)];
-    let hint = calvin_agent::refusals::recognise(out.status, &out.headers, peek, &created.url)
-        .expect("a hint for Django's CSRF refusal");
-    assert_eq!(hint.code, "django_csrf_origin");
+    // What the agent made of the answer the visitor got: a hint on the
+    // preview, in its request log and in `ls`, once however often the
+    // visitor meets it.
+    let again = admin_login(&edge, &created.url, &dir.path().join("jar-2")).await;
+    assert_eq!(again.status, 403, "{again:?}");
+    let log = eventually(Duration::from_secs(5), || async {
+        let log: calvin_agent::api::RequestLog = agent
+            .client()
+            .requests(&created.name, "")
+            .await
+            .ok()?
+            .parse()
+            .ok()?;
+        let posts = log
+            .requests
+            .iter()
+            .filter(|r| r.method == "POST" && r.status == Some(403))
+            .count();
+        (posts == 2).then_some(log)
+    })
+    .await
+    .expect("both refused POSTs in the request log");
+    let hints: Vec<&str> = log.hints.iter().map(|h| h.code.as_str()).collect();
+    assert_eq!(hints, ["django_csrf_origin"], "{:#?}", log.hints);
+    let hint = log.hints[0].clone();
+    let listed = agent.list().await;
+    assert_eq!(listed.previews[0].hints, log.hints);
     let port = edge.https.port();
     let fixes = values(&hint);
     assert_eq!(

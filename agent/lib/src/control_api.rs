@@ -102,7 +102,7 @@ pub async fn serve(listener: UnixListener, agent: Agent) {
     }
 }
 
-type Answer = Response<Full<Bytes>>;
+pub(crate) type Answer = Response<Full<Bytes>>;
 
 async fn route(agent: &Agent, req: Request<Incoming>) -> Answer {
     let path = req.uri().path().to_owned();
@@ -213,7 +213,7 @@ pub const MAX_LIMIT: usize = 1000;
 /// The longest `wait` of the log, in seconds.
 pub const MAX_WAIT_SECS: u64 = 60;
 
-async fn requests(agent: &Agent, name: &str, query: &str) -> Answer {
+pub(crate) async fn requests(agent: &Agent, name: &str, query: &str) -> Answer {
     let name = match PreviewName::parse(name) {
         Ok(name) => name,
         Err(e) => return invalid_name(e),
@@ -251,7 +251,7 @@ async fn requests(agent: &Agent, name: &str, query: &str) -> Answer {
     }
 }
 
-async fn replay(agent: &Agent, name: &str, id: &str) -> Answer {
+pub(crate) async fn replay(agent: &Agent, name: &str, id: &str) -> Answer {
     let name = match PreviewName::parse(name) {
         Ok(name) => name,
         Err(e) => return invalid_name(e),
@@ -285,7 +285,7 @@ fn bad_query(message: &str) -> Answer {
 }
 
 /// The 400 that refuses a preview name.
-fn invalid_name(why: impl std::fmt::Display) -> Answer {
+pub(crate) fn invalid_name(why: impl std::fmt::Display) -> Answer {
     error(
         StatusCode::BAD_REQUEST,
         "invalid_name",
@@ -309,7 +309,7 @@ fn preview_error(err: PreviewError) -> Answer {
     error(status, code, &err.to_string())
 }
 
-fn method_not_allowed(allow: &'static str) -> Answer {
+pub(crate) fn method_not_allowed(allow: &'static str) -> Answer {
     let mut r = error(
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
@@ -320,7 +320,7 @@ fn method_not_allowed(allow: &'static str) -> Answer {
     r
 }
 
-fn json<T: Serialize>(status: StatusCode, value: &T) -> Answer {
+pub(crate) fn json<T: Serialize>(status: StatusCode, value: &T) -> Answer {
     let body = serde_json::to_vec(value).unwrap_or_default();
     let mut r = Response::new(Full::new(Bytes::from(body)));
     *r.status_mut() = status;
@@ -329,7 +329,7 @@ fn json<T: Serialize>(status: StatusCode, value: &T) -> Answer {
     r
 }
 
-fn error(status: StatusCode, code: &str, message: &str) -> Answer {
+pub(crate) fn error(status: StatusCode, code: &str, message: &str) -> Answer {
     json(
         status,
         &ApiError {

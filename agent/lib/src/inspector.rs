@@ -24,7 +24,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use calvin_proto::PreviewName;
 use http::header::{CONTENT_SECURITY_POLICY, HOST, ORIGIN};
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::Full;
@@ -36,10 +35,8 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tracing::debug;
 
-use crate::agent::{Agent, PreviewError};
-use crate::api::ApiError;
-use crate::control_api::{MAX_LIMIT, MAX_WAIT_SECS};
-use crate::request_log::ReplayError;
+use crate::agent::Agent;
+use crate::control_api::{self, Answer};
 
 /// The page, served at `/`.
 pub const PAGE: &str = include_str!("inspector.html");
@@ -199,8 +196,6 @@ fn guard<B>(req: &Request<B>, hosts: &Hosts, changes: bool) -> Result<(), Refusa
     Ok(())
 }
 
-type Answer = Response<Full<Bytes>>;
-
 async fn route(agent: &Agent, hosts: &Hosts, req: Request<Incoming>) -> Answer {
     let changes = req.method() != Method::GET && req.method() != Method::HEAD;
     if let Err(refusal) = guard(&req, hosts, changes) {
@@ -226,85 +221,29 @@ async fn route(agent: &Agent, hosts: &Hosts, req: Request<Incoming>) -> Answer {
     match (method, rest.as_slice()) {
         (Method::GET, []) => json(StatusCode::OK, &agent.list()),
         (_, []) => method_not_allowed("GET"),
+        // The control API's own answers, from the same log.
         (Method::GET, [name, "requests"]) => {
-            requests(agent, name, req.uri().query().unwrap_or("")).await
+            no_store(control_api::requests(agent, name, req.uri().query().unwrap_or("")).await)
         }
         (_, [_, "requests"]) => method_not_allowed("GET"),
-        (Method::POST, [name, "requests", id, "replay"]) => replay(agent, name, id).await,
+        (Method::POST, [name, "requests", id, "replay"]) => {
+            no_store(control_api::replay(agent, name, id).await)
+        }
         (_, [_, "requests", _, "replay"]) => method_not_allowed("POST"),
         _ => not_found(&path),
     }
 }
 
-async fn requests(agent: &Agent, name: &str, query: &str) -> Answer {
-    let name = match PreviewName::parse(name) {
-        Ok(name) => name,
-        Err(e) => return invalid_name(e),
-    };
-    let (mut after, mut limit, mut wait) = (0u64, MAX_LIMIT, 0u64);
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let number = value.parse::<u64>();
-        match (key, number) {
-            ("after", Ok(n)) => after = n,
-            ("limit", Ok(n)) if (1..=MAX_LIMIT as u64).contains(&n) => limit = n as usize,
-            ("wait", Ok(n)) if n <= MAX_WAIT_SECS => wait = n,
-            ("after", Err(_)) => return bad_query("after must be a request id (a whole number)"),
-            ("limit", _) => {
-                return bad_query(&format!(
-                    "limit must be from 1 to {MAX_LIMIT}, got {value:?}"
-                ));
-            }
-            ("wait", _) => {
-                return bad_query(&format!(
-                    "wait must be from 0 to {MAX_WAIT_SECS} seconds, got {value:?}"
-                ));
-            }
-            _ => {
-                return bad_query(&format!(
-                    "unknown parameter {key:?}: use after, limit, wait"
-                ));
-            }
-        }
-    }
-    let wait = Duration::from_secs(wait);
-    match agent.log().wait_requests(&name, after, limit, wait).await {
-        Some(log) => json(StatusCode::OK, &log),
-        None => error(
-            StatusCode::NOT_FOUND,
-            "unknown_name",
-            &PreviewError::UnknownName(name).to_string(),
-        ),
-    }
+fn json<T: Serialize>(status: StatusCode, value: &T) -> Answer {
+    no_store(control_api::json(status, value))
 }
 
-async fn replay(agent: &Agent, name: &str, id: &str) -> Answer {
-    let name = match PreviewName::parse(name) {
-        Ok(name) => name,
-        Err(e) => return invalid_name(e),
-    };
-    let Ok(id) = id.parse::<u64>() else {
-        return error(
-            StatusCode::NOT_FOUND,
-            "unknown_request",
-            &format!("{id:?} is not a request id"),
-        );
-    };
-    match agent.log().replay(&name, id).await {
-        Ok(replayed) => json(StatusCode::OK, &replayed),
-        Err(err) => {
-            let (status, code) = match &err {
-                ReplayError::UnknownName(_) => (StatusCode::NOT_FOUND, "unknown_name"),
-                ReplayError::UnknownRequest { .. } => (StatusCode::NOT_FOUND, "unknown_request"),
-                ReplayError::BodyCut(..)
-                | ReplayError::Upgrade(_)
-                | ReplayError::Unfinished(_)
-                | ReplayError::Invalid(..) => (StatusCode::CONFLICT, "not_replayable"),
-                ReplayError::Port { .. } => (StatusCode::BAD_GATEWAY, "port_failed"),
-            };
-            error(status, code, &err.to_string())
-        }
-    }
+fn error(status: StatusCode, code: &str, message: &str) -> Answer {
+    no_store(control_api::error(status, code, message))
+}
+
+fn method_not_allowed(allow: &'static str) -> Answer {
+    no_store(control_api::method_not_allowed(allow))
 }
 
 fn page() -> Answer {
@@ -339,55 +278,11 @@ fn no_store(mut r: Answer) -> Answer {
     r
 }
 
-fn invalid_name(why: impl std::fmt::Display) -> Answer {
-    error(
-        StatusCode::BAD_REQUEST,
-        "invalid_name",
-        &format!("invalid name: {why}"),
-    )
-}
-
-fn bad_query(message: &str) -> Answer {
-    error(StatusCode::BAD_REQUEST, "invalid_query", message)
-}
-
 fn not_found(path: &str) -> Answer {
     error(
         StatusCode::NOT_FOUND,
         "not_found",
         &format!("no such page: {path} (the inspector is at /)"),
-    )
-}
-
-fn method_not_allowed(allow: &'static str) -> Answer {
-    let mut r = error(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        &format!("use {allow}"),
-    );
-    r.headers_mut()
-        .insert(http::header::ALLOW, HeaderValue::from_static(allow));
-    r
-}
-
-fn json<T: Serialize>(status: StatusCode, value: &T) -> Answer {
-    let body = serde_json::to_vec(value).unwrap_or_default();
-    let mut r = Response::new(Full::new(Bytes::from(body)));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    no_store(r)
-}
-
-fn error(status: StatusCode, code: &str, message: &str) -> Answer {
-    json(
-        status,
-        &ApiError {
-            code: code.to_owned(),
-            error: message.to_owned(),
-        },
     )
 }
 
