@@ -303,54 +303,99 @@ async fn log(
     json: bool,
 ) -> anyhow::Result<ExitCode> {
     let client = ControlClient::new(socket);
+    let mut printer = LogPrinter {
+        json,
+        follow,
+        ..LogPrinter::default()
+    };
     let mut query = format!("limit={limit}");
-    // Requests shown; the first one still awaiting its answer is asked for
-    // again until it has one.
-    let mut shown = std::collections::BTreeSet::new();
-    let mut hinted = std::collections::BTreeSet::new();
     loop {
-        let answer = client.requests(name, &query).await?;
-        let log: RequestLog = match answer.parse() {
-            Ok(log) => log,
-            Err(err) => {
-                eprintln!("calvin-agent: {}", err.error);
-                return Ok(ExitCode::FAILURE);
-            }
+        let Some(log) = fetch_log(&client, name, &query).await? else {
+            return Ok(ExitCode::FAILURE);
         };
-        for hint in &log.hints {
-            if hinted.insert(hint.code.clone()) {
-                eprintln!("hint: {}\n  fix: {}", hint.message, hint.fix);
-            }
-        }
-        let mut open = None;
-        let mut last = 0;
-        for r in &log.requests {
-            last = r.id;
-            let done = r.duration_ms.is_some() || !follow;
-            if !done {
-                open.get_or_insert(r.id);
-                continue;
-            }
-            if open.is_none() && shown.insert(r.id) {
-                if json {
-                    println!("{}", serde_json::to_string(r)?);
-                } else {
-                    println!("{}", request_line(r));
-                }
-            }
-        }
+        printer.print(&log)?;
         if !follow {
             if log.requests.is_empty() && !json {
                 eprintln!("no requests through {name} yet");
             }
             return Ok(ExitCode::SUCCESS);
         }
-        let after = open.map_or(last, |id| id - 1);
-        let wait = if open.is_some() { 1 } else { 30 };
-        query = format!("after={after}&wait={wait}");
-        if open.is_some() {
-            tokio::time::sleep(Duration::from_millis(200)).await;
+        // Requests still awaiting their answers are asked for again (each
+        // is printed once it has one, in the order they complete), and
+        // new ones are waited for: a second at a time while some are open
+        // (a stream may stay open for hours), else up to 30 s.
+        if let Some(&first) = printer.open.first() {
+            let again = format!("after={}&limit={}", first - 1, control_api::MAX_LIMIT);
+            let Some(log) = fetch_log(&client, name, &again).await? else {
+                return Ok(ExitCode::FAILURE);
+            };
+            // Those the log no longer holds will not complete here.
+            let held: std::collections::BTreeSet<u64> = log.requests.iter().map(|r| r.id).collect();
+            printer.open.retain(|id| held.contains(id));
+            printer.print(&log)?;
         }
+        let wait = if printer.open.is_empty() { 30 } else { 1 };
+        query = format!("after={}&wait={wait}", printer.last);
+    }
+}
+
+/// The log's answer to `query`; `None` (said on stderr) when it refused.
+async fn fetch_log(
+    client: &ControlClient,
+    name: &str,
+    query: &str,
+) -> anyhow::Result<Option<RequestLog>> {
+    let answer = client.requests(name, query).await?;
+    match answer.parse() {
+        Ok(log) => Ok(Some(log)),
+        Err(err) => {
+            eprintln!("calvin-agent: {}", err.error);
+            Ok(None)
+        }
+    }
+}
+
+/// What `log` has printed, and what it waits on.
+#[derive(Default)]
+struct LogPrinter {
+    json: bool,
+    follow: bool,
+    /// Hints printed (by code).
+    hinted: std::collections::BTreeSet<String>,
+    /// Requests seen without their answer yet (`--follow`).
+    open: std::collections::BTreeSet<u64>,
+    /// The newest request seen.
+    last: u64,
+}
+
+impl LogPrinter {
+    /// Prints each request of `log` that is complete and new (all of them,
+    /// without `--follow`), and each new hint.
+    fn print(&mut self, log: &RequestLog) -> anyhow::Result<()> {
+        for hint in &log.hints {
+            if self.hinted.insert(hint.code.clone()) {
+                eprintln!("hint: {}\n  fix: {}", hint.message, hint.fix);
+            }
+        }
+        for r in &log.requests {
+            let new = r.id > self.last;
+            self.last = self.last.max(r.id);
+            let done = r.duration_ms.is_some() || !self.follow;
+            if !done {
+                if new {
+                    self.open.insert(r.id);
+                }
+                continue;
+            }
+            if new || self.open.remove(&r.id) {
+                if self.json {
+                    println!("{}", serde_json::to_string(r)?);
+                } else {
+                    println!("{}", request_line(r));
+                }
+            }
+        }
+        Ok(())
     }
 }
 

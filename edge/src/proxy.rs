@@ -252,7 +252,11 @@ impl Proxy {
         arrived: tokio::time::Instant,
         failed: Option<&Arc<Upstream>>,
     ) -> Option<Arc<Upstream>> {
-        let deadline = arrived + self.waits.reconnect;
+        let mut deadline = arrived + self.waits.reconnect;
+        // A name made with a time to live is not waited for past its end.
+        if let Some(end) = self.routes.ends_at(name) {
+            deadline = deadline.min(tokio::time::Instant::from_std(end));
+        }
         loop {
             // Woken by the name's next change: armed before the lookup, so
             // an agent that comes back in between is not missed.
@@ -507,6 +511,10 @@ impl Proxy {
                 Some(upstream) => upstream,
                 None if self.closing_agents.load(Ordering::Acquire) => {
                     return Err(EdgeError::Stopping);
+                }
+                // Its time to live ran out while the visitor waited.
+                None if matches!(self.routes.lookup(&name), Lookup::Ended) => {
+                    return Err(EdgeError::Ended(name));
                 }
                 None => return Err(EdgeError::AgentOffline(name)),
             },

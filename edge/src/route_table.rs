@@ -141,6 +141,14 @@ impl<T: Clone> RouteTable<T> {
         }
     }
 
+    /// When `name` ends, if it was made with a time to live.
+    pub fn ends_at(&self, name: &PreviewName) -> Option<Instant> {
+        if self.ending.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        self.ends.get(name).map(|at| *at)
+    }
+
     /// Whether `name` was made with a time to live that is over.
     fn has_ended(&self, name: &PreviewName, now: Instant) -> bool {
         self.ending.load(Ordering::Relaxed) > 0 && self.ends.get(name).is_some_and(|at| *at <= now)
@@ -264,10 +272,6 @@ impl<T: Clone> RouteTable<T> {
             None => self.vacant_random_name()?,
         };
         let name = entry.key().clone();
-        // A binding starts without an end; its maker sets one.
-        if self.ending.load(Ordering::Relaxed) > 0 && self.ends.remove(&name).is_some() {
-            self.ending.fetch_sub(1, Ordering::Relaxed);
-        }
         // The account whose live count this binding replaces.
         let replaced = match &entry {
             MapEntry::Vacant(_) => None,
@@ -300,6 +304,13 @@ impl<T: Clone> RouteTable<T> {
             target: make(&name, id),
             changed: changed.clone(),
         };
+        // A binding starts without an end (its maker sets one): cleared
+        // only now that the binding is certain, so a refused claim leaves
+        // the name's end as it was. `entries` is locked, then `ends`, the
+        // order everywhere both are.
+        if self.ending.load(Ordering::Relaxed) > 0 && self.ends.remove(&name).is_some() {
+            self.ending.fetch_sub(1, Ordering::Relaxed);
+        }
         match entry {
             MapEntry::Occupied(mut o) => {
                 o.insert(live);
@@ -442,13 +453,23 @@ impl<T: Clone> RouteTable<T> {
             self.uncount_live(&account);
         }
         if self.ending.load(Ordering::Relaxed) > 0 {
-            self.ends.retain(|name, _| {
-                let keep = self.entries.contains_key(name);
-                if !keep {
+            // Ends of names the table no longer has go; never with a lock
+            // of `ends` held while `entries` is read (a claim locks
+            // `entries`, then `ends`).
+            // One set meanwhile is in the future: it stays.
+            let past: Vec<PreviewName> = self
+                .ends
+                .iter()
+                .filter(|e| *e.value() <= now)
+                .map(|e| e.key().clone())
+                .collect();
+            for name in past {
+                if !self.entries.contains_key(&name)
+                    && self.ends.remove_if(&name, |_, at| *at <= now).is_some()
+                {
                     self.ending.fetch_sub(1, Ordering::Relaxed);
                 }
-                keep
-            });
+            }
         }
     }
 
@@ -485,6 +506,39 @@ mod tests {
     }
 
     const DAY: Duration = Duration::from_secs(86_400);
+
+    #[test]
+    fn an_end_reads_ended_survives_a_refused_claim_and_goes_with_its_name() {
+        let t = RouteTable::new(Duration::from_millis(50), 3);
+        let (alice, bob) = (AccountId::new("alice"), AccountId::new("bob"));
+        let web = name("web");
+        let (_, id) = t.claim(Some(web.clone()), &alice, |_, _| 1).unwrap();
+        let past = Instant::now() - Duration::from_millis(1);
+        t.set_ends(&web, Some(Instant::now() + DAY));
+        assert!(matches!(t.lookup(&web), Lookup::Live(1)));
+        // Bob's refused claim leaves alice's end as it was.
+        assert!(t.claim(Some(web.clone()), &bob, |_, _| 2).is_err());
+        assert_eq!(t.ends_at(&web).map(|at| at > Instant::now()), Some(true));
+        t.set_ends(&web, Some(past));
+        assert!(matches!(t.lookup(&web), Lookup::Ended));
+        // The sweep stops serving it; it stays ended while held.
+        t.sweep(|_| {});
+        assert_eq!(t.live_count(&alice), 0);
+        assert!(matches!(t.lookup(&web), Lookup::Ended));
+        assert!(!t.release(&web, id), "no longer live");
+        // Its owner binds it again: no end.
+        t.claim(Some(web.clone()), &alice, |_, _| 3).unwrap();
+        assert!(matches!(t.lookup(&web), Lookup::Live(3)));
+        assert_eq!(t.ends_at(&web), None);
+        // Ended and past its lease: gone, end and all.
+        t.set_ends(&web, Some(past));
+        t.sweep(|_| {});
+        std::thread::sleep(Duration::from_millis(60));
+        t.sweep(|_| {});
+        assert!(matches!(t.lookup(&web), Lookup::Unknown));
+        assert_eq!(t.ends_at(&web), None);
+        assert_eq!(t.ending.load(Ordering::Relaxed), 0);
+    }
 
     #[test]
     fn claim_lookup_release() {

@@ -597,7 +597,12 @@ pub const MAX_TTL_SECS: u32 = 30 * 86_400;
 pub(crate) fn instant_at(at: std::time::SystemTime) -> std::time::Instant {
     let now = std::time::SystemTime::now();
     match at.duration_since(now) {
-        Ok(ahead) => std::time::Instant::now() + ahead,
+        Ok(ahead) => {
+            let now = std::time::Instant::now();
+            // Past what the clock holds: a year, as good as never here.
+            now.checked_add(ahead)
+                .unwrap_or(now + Duration::from_secs(86_400 * 365))
+        }
         Err(past) => std::time::Instant::now()
             .checked_sub(past.duration())
             .unwrap_or_else(std::time::Instant::now),

@@ -348,8 +348,9 @@ impl Gateway {
         }
     }
 
-    /// A session ended: the previews that end with it are taken down, each
-    /// within [`TAKE_DOWN_TIMEOUT`]; the names taken down (or found gone).
+    /// A session ended: the previews that end with it are taken down, at
+    /// once, each within [`TAKE_DOWN_TIMEOUT`]; the names taken down (or
+    /// found gone).
     pub async fn end_session_previews(&self, runner: &Runner) -> Vec<String> {
         let names = runner.previews.end();
         if names.is_empty() {
@@ -358,10 +359,18 @@ impl Gateway {
         let Ok(agent) = Agent::of(self) else {
             return Vec::new();
         };
-        let mut down = Vec::new();
+        // All at once: a stdio client may stop the gateway soon after it
+        // closes its input.
+        let mut asked = tokio::task::JoinSet::new();
         for name in names {
-            let answer =
-                tokio::time::timeout(TAKE_DOWN_TIMEOUT, agent.client.unpreview(&name)).await;
+            let client = ControlClient::new(&agent.socket);
+            asked.spawn(async move {
+                let answer = tokio::time::timeout(TAKE_DOWN_TIMEOUT, client.unpreview(&name)).await;
+                (name, answer)
+            });
+        }
+        let mut down = Vec::new();
+        while let Some(Ok((name, answer))) = asked.join_next().await {
             match answer {
                 Ok(Ok(answer)) => match answer.parse::<PreviewDeleted>() {
                     Ok(_) => {

@@ -104,9 +104,9 @@ impl SessionPreviews {
         match by_name.get_mut(name) {
             Some(owned) => {
                 owned.sessions.insert(self.session);
-                if ttl.is_some() {
-                    owned.ends = ends;
-                }
+                // The latest call's end replaces the earlier one, as on the
+                // agent (none: it no longer ends).
+                owned.ends = ends;
                 Ownership::EndsWithSession
             }
             None if existed => Ownership::Existing,
@@ -230,6 +230,17 @@ mod tests {
         a.made("long", false, false, Some(Duration::from_secs(3600)));
         std::thread::sleep(Duration::from_millis(2));
         assert_eq!(a.end(), ["long"]);
+    }
+
+    #[test]
+    fn a_preview_made_again_without_a_ttl_no_longer_ends_by_it() {
+        let (a, _) = two_sessions();
+        a.made("web", false, false, Some(Duration::ZERO));
+        // Made again with no TTL: the agent no longer ends it, so the
+        // session does.
+        a.made("web", true, false, None);
+        std::thread::sleep(Duration::from_millis(2));
+        assert_eq!(a.end(), ["web"]);
     }
 
     #[test]

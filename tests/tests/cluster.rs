@@ -675,6 +675,7 @@ async fn an_agent_whose_edge_dies_while_etcd_is_down_keeps_its_previews_until_it
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_preview_made_with_a_time_to_live_ends_on_every_edge() {
+    const TTL: Duration = Duration::from_secs(12);
     let etcd = Etcd::start().await;
     let cluster = ClusterEdges::start(3, &etcd).await;
     let origin = Origin::start().await;
@@ -692,19 +693,30 @@ async fn a_preview_made_with_a_time_to_live_ends_on_every_edge() {
     let request = calvin_agent::api::PreviewRequest {
         port: origin.port.into(),
         name: Some("brief".into()),
-        ttl_secs: Some(4),
+        ttl_secs: Some(TTL.as_secs() as i64),
         probe: Some(false),
     };
+    let made = Instant::now();
     let answer = agent.client().create(&request).await.expect("control API");
     assert!(answer.status.is_success(), "{answer:?}");
-    for i in 0..3 {
-        let served = eventually(Duration::from_secs(3), || async {
-            (get_on(&cluster, i, "brief", "/hello").await.status == 200).then_some(())
-        })
-        .await;
-        assert!(served.is_some(), "edge {} serves it", i + 1);
-    }
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Every edge serves it before its end (asked at once, the end being
+    // the same for all).
+    let served = futures_util::future::join_all((0..3).map(|i| {
+        let cluster = &cluster;
+        async move {
+            eventually(Duration::from_secs(8), || async {
+                (get_on(cluster, i, "brief", "/hello").await.status == 200).then_some(())
+            })
+            .await
+        }
+    }))
+    .await;
+    assert!(
+        served.iter().all(Option::is_some) && made.elapsed() < TTL,
+        "every edge serves it before it ends: {served:?} at {:?}",
+        made.elapsed()
+    );
+    tokio::time::sleep(TTL.saturating_sub(made.elapsed())).await;
     for i in 0..3 {
         let ended = eventually(Duration::from_secs(3), || async {
             let out = get_on(&cluster, i, "brief", "/hello").await;

@@ -578,6 +578,11 @@ impl Agent {
     /// dropped here anyway and not registered again.
     pub async fn unpreview(&self, name: &PreviewName) -> Result<(), PreviewError> {
         let _op = self.shared.ops.lock().await;
+        self.take_down(name).await
+    }
+
+    /// [`Self::unpreview`], with the operations' lock held.
+    async fn take_down(&self, name: &PreviewName) -> Result<(), PreviewError> {
         if !self.previews().contains_key(name) {
             return Err(PreviewError::UnknownName(name.clone()));
         }
@@ -615,9 +620,12 @@ impl Agent {
             // A second past the edge's own end: the edge counts from the
             // moment the request reached it.
             tokio::time::sleep(ttl + TTL_GRACE).await;
+            // Checked with the operations held: a preview made again
+            // meanwhile (a new end, or none) stays.
+            let _op = agent.shared.ops.lock().await;
             if agent.ends().get(&name) == Some(&end) {
                 info!(%name, "the preview's time to live is over; taking it down");
-                if let Err(err) = agent.unpreview(&name).await {
+                if let Err(err) = agent.take_down(&name).await {
                     warn!(%name, %err, "could not take the ended preview down");
                 }
             }

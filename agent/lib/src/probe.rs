@@ -85,7 +85,7 @@ async fn examine(stream: TcpStream, reached: SocketAddr, host: &str, url: &str) 
             // connection (the server may have closed the first).
             let stream = TcpStream::connect(reached).await.ok()?;
             let answer = ask(stream, hyper::Method::GET, host).await.ok()?;
-            refusals::recognise(answer.status, &answer.headers, &answer.body, url)
+            refusals::recognise_probe(answer.status, &answer.headers, &answer.body, url)
         }
         Ok(_) => None,
         Err(_) => speaks_tls(reached)

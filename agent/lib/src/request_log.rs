@@ -241,21 +241,27 @@ impl RequestLog {
         (self.inner.capacity > 0 && self.previews().contains_key(name)).then(|| ConnectionTap {
             log: self.clone(),
             name: name.clone(),
-            tap: Mutex::new(Tap::default()),
+            tap: Mutex::default(),
         })
     }
 
     /// `name`'s requests after `after`, the newest `limit`; `None` for a
     /// name this agent does not preview.
     pub fn requests(&self, name: &PreviewName, after: u64, limit: usize) -> Option<LogAnswer> {
-        let previews = self.previews();
-        let log = previews.get(name)?;
-        let newer: Vec<&Entry> = log.entries.iter().filter(|e| e.id > after).collect();
-        let skip = newer.len().saturating_sub(limit);
+        // Copied out under the lock, which the connections' taps take;
+        // made into JSON (masking, base64) after.
+        let (entries, hints) = {
+            let previews = self.previews();
+            let log = previews.get(name)?;
+            let newer = log.entries.iter().filter(|e| e.id > after);
+            let skip = newer.clone().count().saturating_sub(limit);
+            let entries: Vec<Entry> = newer.skip(skip).cloned().collect();
+            (entries, log.hints.clone())
+        };
         Some(LogAnswer {
             name: name.to_string(),
-            requests: newer[skip..].iter().map(|e| self.logged(e)).collect(),
-            hints: log.hints.clone(),
+            requests: entries.iter().map(|e| self.logged(e)).collect(),
+            hints,
         })
     }
 
@@ -320,9 +326,13 @@ impl RequestLog {
         }
     }
 
-    /// Adds an entry to `name`'s log (the oldest goes past the capacity).
-    fn push(&self, name: &PreviewName, entry: Entry) {
+    /// Adds an entry to `name`'s log (the oldest goes past the capacity),
+    /// under the next id, which it returns: taken under the lock, so the
+    /// log's ids are in order.
+    fn push(&self, name: &PreviewName, mut entry: Entry) -> u64 {
         let mut previews = self.previews();
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        entry.id = id;
         if let Some(log) = previews.get_mut(name) {
             while log.entries.len() >= self.inner.capacity.max(1) {
                 log.entries.pop_front();
@@ -331,6 +341,7 @@ impl RequestLog {
         }
         drop(previews);
         self.inner.changed.notify_waiters();
+        id
     }
 
     /// Changes entry `id` of `name`'s log, if it is still there; `f` also
@@ -440,8 +451,8 @@ impl RequestLog {
         })??;
 
         let (status, response_headers, response_body) = answer;
-        let replayed = Entry {
-            id: self.inner.next_id.fetch_add(1, Ordering::Relaxed),
+        let mut replayed = Entry {
+            id: 0,
             time,
             started,
             method: entry.method,
@@ -457,9 +468,8 @@ impl RequestLog {
             upgraded: false,
             replay_of: Some(id),
         };
-        let logged = self.logged(&replayed);
-        self.push(name, replayed);
-        Ok(logged)
+        replayed.id = self.push(name, replayed.clone());
+        Ok(self.logged(&replayed))
     }
 }
 
@@ -483,16 +493,27 @@ fn client_of(headers: &[(String, String)]) -> Option<String> {
 pub struct ConnectionTap {
     log: RequestLog,
     name: PreviewName,
-    tap: Mutex<Tap>,
+    tap: Mutex<(Tap, Bodies)>,
 }
+
+/// The bodies under way on one connection, counted here: the log (and its
+/// lock) is told only while a body's first bytes are kept, every
+/// [`SIZE_STEP`] more, and at its end.
+#[derive(Default)]
+struct Bodies(HashMap<(u64, bool), u64>);
+
+/// How often a long body's size reaches the log while it goes on.
+const SIZE_STEP: u64 = 64 << 10;
 
 impl ConnectionTap {
     /// Bytes that moved: `to_server` from the edge to the port, else back.
     pub fn seen(&self, to_server: bool, bytes: &[u8]) {
-        let mut tap = self.tap.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.tap.lock().unwrap_or_else(|e| e.into_inner());
+        let (tap, bodies) = &mut *guard;
         let mut sink = LogSink {
             log: &self.log,
             name: &self.name,
+            bodies,
         };
         if to_server {
             tap.request_bytes(bytes, &mut sink);
@@ -503,12 +524,14 @@ impl ConnectionTap {
 
     /// The connection ended (`clean`: both ways finished).
     pub fn close(&self, clean: bool) {
-        let mut tap = self.tap.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.tap.lock().unwrap_or_else(|e| e.into_inner());
+        let (tap, bodies) = &mut *guard;
         tap.close(
             clean,
             &mut LogSink {
                 log: &self.log,
                 name: &self.name,
+                bodies,
             },
         );
     }
@@ -517,15 +540,15 @@ impl ConnectionTap {
 struct LogSink<'a> {
     log: &'a RequestLog,
     name: &'a PreviewName,
+    bodies: &'a mut Bodies,
 }
 
 impl Sink for LogSink<'_> {
     fn request(&mut self, head: RequestHead) -> Started {
-        let id = self.log.inner.next_id.fetch_add(1, Ordering::Relaxed);
-        self.log.push(
+        let id = self.log.push(
             self.name,
             Entry {
-                id,
+                id: 0,
                 time: OffsetDateTime::now_utc(),
                 started: Instant::now(),
                 client: client_of(&head.headers),
@@ -554,17 +577,37 @@ impl Sink for LogSink<'_> {
     }
 
     fn body(&mut self, id: u64, to_server: bool, bytes: &[u8]) {
+        let size = self.bodies.0.entry((id, to_server)).or_default();
+        let before = *size;
+        *size += bytes.len() as u64;
+        let keeping = before < BODY_KEPT as u64;
+        if !keeping && before / SIZE_STEP == *size / SIZE_STEP {
+            return;
+        }
+        let size = *size;
         self.log.update(self.name, id, |e, _, _| {
-            if to_server {
-                e.request_body.add(bytes);
+            let sample = if to_server {
+                &mut e.request_body
             } else {
-                e.response_body.add(bytes);
+                &mut e.response_body
+            };
+            if keeping {
+                sample.add(bytes);
             }
+            sample.size = size;
         });
     }
 
     fn end(&mut self, id: u64, to_server: bool, how: MessageEnd) {
+        let size = self.bodies.0.remove(&(id, to_server));
         self.log.update(self.name, id, |e, url, hints| {
+            if let Some(size) = size {
+                if to_server {
+                    e.request_body.size = size;
+                } else {
+                    e.response_body.size = size;
+                }
+            }
             if to_server {
                 e.request_end = Some(how);
                 return;

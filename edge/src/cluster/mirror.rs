@@ -310,7 +310,7 @@ impl Mirror {
         let id = routes.mirror(name.clone(), &account, |name, _| {
             Upstream::new(name.clone(), port, link.clone())
         });
-        routes.set_ends(name, route.ends.map(unix_instant));
+        routes.set_ends(name, route.ends_ms.map(unix_instant));
         debug!(%name, edge = %route.edge, "mirrored another edge's preview");
         view.mirrored.insert(
             name.clone(),
@@ -343,7 +343,7 @@ impl Mirror {
                 .routes
                 .hold(name.clone(), &AccountId::new(&record.account), true);
         }
-        if reserved && let Some(ends) = record.ends {
+        if reserved && let Some(ends) = record.ends_ms {
             if record.state == NameState::Released {
                 self.hub
                     .routes
@@ -474,7 +474,12 @@ impl<F: FnMut()> Drop for Defer<F> {
     }
 }
 
-/// This process's instant at `secs` Unix seconds.
-fn unix_instant(secs: u64) -> std::time::Instant {
-    crate::tunnel::instant_at(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+/// This process's instant at `ms` Unix milliseconds (the far future past
+/// what the clock can hold).
+fn unix_instant(ms: u64) -> std::time::Instant {
+    let at = std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(ms));
+    match at {
+        Some(at) => crate::tunnel::instant_at(at),
+        None => std::time::Instant::now() + std::time::Duration::from_secs(86_400 * 365),
+    }
 }

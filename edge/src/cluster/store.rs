@@ -53,9 +53,10 @@ pub struct RouteRecord {
     pub account: String,
     pub port: Port,
     pub claim: u64,
-    /// Unix seconds: when the preview ends (made with a time to live).
+    /// Unix milliseconds: when the preview ends (made with a time to
+    /// live).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ends: Option<u64>,
+    pub ends_ms: Option<u64>,
 }
 
 /// `names/<name>`.
@@ -65,10 +66,10 @@ pub struct NameRecord {
     /// Unix seconds: the reservation's end once the name is not live.
     pub until: u64,
     pub state: NameState,
-    /// Unix seconds: when the preview ends (made with a time to live); past
-    /// it the name reads "ended" on every edge.
+    /// Unix milliseconds: when the preview ends (made with a time to
+    /// live); past it the name reads "ended" on every edge.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ends: Option<u64>,
+    pub ends_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -110,10 +111,10 @@ pub struct Claim(Vec<u8>, i64);
 
 impl Claim {
     /// When the claimed preview ends, if it has a time to live.
-    fn ends(&self) -> Option<u64> {
+    fn ends_ms(&self) -> Option<u64> {
         serde_json::from_slice::<RouteRecord>(&self.0)
             .ok()
-            .and_then(|r| r.ends)
+            .and_then(|r| r.ends_ms)
     }
 }
 
@@ -218,7 +219,10 @@ impl Store {
         port: Port,
         ends: Option<SystemTime>,
     ) -> Result<Claim, StoreRefusal> {
-        let ends = ends.map(|at| at.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()));
+        let ends_ms = ends.map(|at| {
+            at.duration_since(UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        });
         let lease = self.lease.load(Ordering::Acquire);
         if lease == 0 {
             return Err(StoreRefusal::Unavailable(
@@ -231,14 +235,14 @@ impl Store {
             account: account.to_string(),
             port,
             claim: self.next_claim.fetch_add(1, Ordering::Relaxed),
-            ends,
+            ends_ms,
         };
         let value = serde_json::to_vec(&route).unwrap_or_default();
         let record = NameRecord {
             account: account.to_string(),
             until: now_secs() + self.name_lease.as_secs(),
             state: NameState::Live,
-            ends,
+            ends_ms,
         };
         let record = serde_json::to_vec(&record).unwrap_or_default();
         let mut client = self.client.clone();
@@ -378,7 +382,7 @@ impl Store {
             account: account.to_string(),
             until: now_secs() + self.name_lease.as_secs(),
             state,
-            ends: claim.ends(),
+            ends_ms: claim.ends_ms(),
         };
         let txn = Txn::new()
             .when([Compare::value(
@@ -618,7 +622,7 @@ impl Store {
                 account: account.to_string(),
                 until: now_secs() + self.name_lease.as_secs(),
                 state: NameState::Live,
-                ends: claim.ends(),
+                ends_ms: claim.ends_ms(),
             };
             let txn = Txn::new()
                 .when([Compare::value(
