@@ -31,6 +31,8 @@ pub struct EdgeOptions {
     pub listen: Option<(SocketAddr, SocketAddr, SocketAddr)>,
     /// Reuse the CA, certificate and reset key of an earlier edge.
     pub state_dir: Option<PathBuf>,
+    /// The preview domain.
+    pub domain: &'static str,
 }
 
 impl Default for EdgeOptions {
@@ -40,6 +42,7 @@ impl Default for EdgeOptions {
             limits: Limits::default(),
             listen: None,
             state_dir: None,
+            domain: DOMAIN,
         }
     }
 }
@@ -51,6 +54,7 @@ pub struct TestEdge {
     pub quic: SocketAddr,
     pub url_template: String,
     pub state_dir: PathBuf,
+    pub domain: &'static str,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
     _dir: Option<tempfile::TempDir>,
@@ -79,11 +83,12 @@ impl TestEdge {
                 (Some(dir), path)
             }
         };
-        let state = calvin_edge::dev::load_or_create(&state_dir, DOMAIN).expect("dev state");
+        let domain = options.domain;
+        let state = calvin_edge::dev::load_or_create(&state_dir, domain).expect("dev state");
         let any: SocketAddr = "127.0.0.1:0".parse().expect("addr");
         let (https, http, quic) = options.listen.unwrap_or((any, any, any));
         let settings = Settings {
-            domain: DOMAIN.into(),
+            domain: domain.into(),
             public_url: None,
             listen: Listen {
                 https: Some(https),
@@ -115,6 +120,7 @@ impl TestEdge {
             quic: bound.quic,
             url_template: bound.url_template,
             state_dir,
+            domain,
             stop: Some(stop),
             task: Some(task),
             _dir: dir,
@@ -132,7 +138,7 @@ impl TestEdge {
 
     /// The plain-HTTP URL of a preview name.
     pub fn http_url(&self, name: &str) -> String {
-        format!("http://{name}.{DOMAIN}:{}", self.http.port())
+        format!("http://{name}.{}:{}", self.domain, self.http.port())
     }
 
     /// Graceful shutdown; returns when the edge has stopped.

@@ -9,77 +9,41 @@
 //! The dev servers allow `*.localhost` by default, so their tests run an
 //! edge for `preview.test` (curl is pointed at it with `--connect-to`).
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use calvin_agent::api::{PreviewCreated, PreviewRequest, Warning};
-use calvin_edge::{Certificates, Edge, Limits, Listen, PlainHttp, Settings};
 use calvin_tests::netns::Netns;
 use calvin_tests::*;
-use tokio::sync::oneshot;
 
 /// A preview domain no dev server trusts by default.
 const TEST_DOMAIN: &str = "preview.test";
 
 /// An in-process edge for [`TEST_DOMAIN`].
-struct DomainEdge {
-    https: SocketAddr,
-    quic: SocketAddr,
-    ca: PathBuf,
-    _stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<()>,
-    _dir: tempfile::TempDir,
-}
+struct DomainEdge(TestEdge);
 
-impl Drop for DomainEdge {
-    fn drop(&mut self) {
-        self.task.abort();
+impl std::ops::Deref for DomainEdge {
+    type Target = TestEdge;
+    fn deref(&self) -> &TestEdge {
+        &self.0
     }
 }
 
 impl DomainEdge {
     async fn start() -> DomainEdge {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let state_dir = dir.path().join("edge");
-        let state = calvin_edge::dev::load_or_create(&state_dir, TEST_DOMAIN).expect("dev state");
-        let any: SocketAddr = "127.0.0.1:0".parse().expect("addr");
-        let settings = Settings {
-            domain: TEST_DOMAIN.into(),
-            public_url: None,
-            listen: Listen {
-                https: Some(any),
-                http: Some(any),
-                quic: any,
-            },
-            certificates: Certificates::Fixed(state.tls.clone()),
-            dns: None,
-            plain_http: PlainHttp::Serve,
-            accounts: [("alice".to_owned(), token_for("alice"))].into(),
-            limits: Limits::default(),
-            reset_key: state.reset_key,
-            restarted: false,
-            cluster: None,
-        };
-        let edge = Edge::bind(settings).await.expect("edge binds");
-        let bound = edge.bound().clone();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(edge.run(async {
-            let _ = stopped.await;
-        }));
-        DomainEdge {
-            https: bound.https.expect("https bound"),
-            quic: bound.quic,
-            ca: state_dir.join(calvin_edge::dev::CA_FILE),
-            _stop: stop,
-            task,
-            _dir: dir,
-        }
+        DomainEdge(
+            TestEdge::start_with(EdgeOptions {
+                accounts: vec!["alice"],
+                domain: TEST_DOMAIN,
+                ..Default::default()
+            })
+            .await,
+        )
     }
 
     async fn agent(&self) -> TestAgent {
-        TestAgent::start_to(self.quic, &self.ca, &token_for("alice")).await
+        TestAgent::start(&self.0, "alice").await
     }
 
     /// curl to a preview URL of this edge, as a visitor.
@@ -88,7 +52,7 @@ impl DomainEdge {
         let mut args = vec!["--connect-to", connect.as_str()];
         args.extend_from_slice(extra);
         args.push(url);
-        curl(&self.ca, &args).await
+        curl(&self.ca(), &args).await
     }
 }
 

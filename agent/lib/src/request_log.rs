@@ -133,13 +133,34 @@ struct Entry {
     client: Option<String>,
     status: Option<u16>,
     duration: Option<Duration>,
-    request_headers: Vec<(String, String)>,
+    request_head: Heads,
     request_body: Sample,
-    response_headers: Vec<(String, String)>,
+    response_head: Heads,
     response_body: Sample,
     request_end: Option<MessageEnd>,
     upgraded: bool,
     replay_of: Option<u64>,
+}
+
+/// A message's headers: kept as the head's bytes as they passed (read
+/// into a list only when the log is), or as a list (a replay's answer,
+/// from hyper).
+#[derive(Debug, Clone, Default)]
+enum Heads {
+    #[default]
+    None,
+    Raw(Vec<u8>),
+    Listed(Vec<(String, String)>),
+}
+
+impl Heads {
+    fn list(&self) -> Vec<(String, String)> {
+        match self {
+            Heads::None => Vec::new(),
+            Heads::Raw(head) => crate::tap::headers_of(head),
+            Heads::Listed(list) => list.clone(),
+        }
+    }
 }
 
 /// The first bytes of a body and its whole size.
@@ -317,9 +338,9 @@ impl RequestLog {
             duration_ms: e.duration.map(|d| (d.as_secs_f64() * 1e6).round() / 1e3),
             bytes_in: e.request_body.size,
             bytes_out: e.response_body.size,
-            request_headers: mask(&e.request_headers),
+            request_headers: mask(&e.request_head.list()),
             request_body: e.request_body.logged(),
-            response_headers: mask(&e.response_headers),
+            response_headers: mask(&e.response_head.list()),
             response_body: e.response_body.logged(),
             upgraded: e.upgraded,
             replay_of: e.replay_of,
@@ -382,7 +403,8 @@ impl RequestLog {
                 })?;
             (log.entries[at].clone(), log.port)
         };
-        if entry.upgraded || is_upgrade(&entry.request_headers) {
+        let request_headers = entry.request_head.list();
+        if entry.upgraded || is_upgrade(&request_headers) {
             return Err(ReplayError::Upgrade(id));
         }
         if entry.request_body.cut() {
@@ -394,7 +416,7 @@ impl RequestLog {
         let mut builder = http::Request::builder()
             .method(entry.method.as_str())
             .uri(entry.path.as_str());
-        for (header, value) in &entry.request_headers {
+        for (header, value) in &request_headers {
             if !NOT_REPLAYED.iter().any(|h| header.eq_ignore_ascii_case(h)) {
                 builder = builder.header(header.as_str(), value.as_str());
             }
@@ -460,9 +482,9 @@ impl RequestLog {
             client: None,
             status: Some(status),
             duration: Some(started.elapsed()),
-            request_headers: entry.request_headers,
+            request_head: entry.request_head,
             request_body: entry.request_body,
-            response_headers,
+            response_head: Heads::Listed(response_headers),
             response_body,
             request_end: Some(MessageEnd::Complete),
             upgraded: false,
@@ -477,16 +499,6 @@ fn is_upgrade(headers: &[(String, String)]) -> bool {
     headers
         .iter()
         .any(|(n, _)| n.eq_ignore_ascii_case("upgrade"))
-}
-
-/// The visitor's address as the edge gave it: the last `X-Forwarded-For`.
-fn client_of(headers: &[(String, String)]) -> Option<String> {
-    headers
-        .iter()
-        .rev()
-        .find(|(n, _)| n.eq_ignore_ascii_case("x-forwarded-for"))
-        .and_then(|(_, v)| v.rsplit(',').next())
-        .map(|v| v.trim().to_owned())
 }
 
 /// Follows one connection to a preview's port into the log.
@@ -551,14 +563,14 @@ impl Sink for LogSink<'_> {
                 id: 0,
                 time: OffsetDateTime::now_utc(),
                 started: Instant::now(),
-                client: client_of(&head.headers),
+                client: head.client,
                 method: head.method,
                 path: head.path,
                 status: None,
                 duration: None,
-                request_headers: head.headers,
+                request_head: Heads::Raw(head.head),
                 request_body: Sample::default(),
-                response_headers: Vec::new(),
+                response_head: Heads::None,
                 response_body: Sample::default(),
                 request_end: None,
                 upgraded: false,
@@ -568,10 +580,10 @@ impl Sink for LogSink<'_> {
         Started { id }
     }
 
-    fn response(&mut self, id: u64, status: u16, headers: Vec<(String, String)>) {
+    fn response(&mut self, id: u64, status: u16, head: Vec<u8>) {
         self.log.update(self.name, id, |e, _, _| {
             e.status = Some(status);
-            e.response_headers = headers;
+            e.response_head = Heads::Raw(head);
         });
         self.log.inner.changed.notify_waiters();
     }
@@ -618,7 +630,7 @@ impl Sink for LogSink<'_> {
                 && status >= 400
                 && let Some(hint) = crate::refusals::recognise(
                     status,
-                    &e.response_headers,
+                    &e.response_head.list(),
                     &e.response_body.kept,
                     url,
                 )

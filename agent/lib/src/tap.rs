@@ -14,7 +14,7 @@ use crate::request_log::{MessageEnd, Started};
 /// The largest head followed (the edge's own limit is below it).
 pub const MAX_HEAD: usize = 64 * 1024;
 /// The most headers a head may have to be followed.
-const MAX_HEADERS: usize = 128;
+pub(crate) const MAX_HEADERS: usize = 128;
 /// The longest chunk-size or trailer line followed.
 const MAX_LINE: usize = 4096;
 
@@ -53,8 +53,8 @@ enum Chunk {
 pub trait Sink {
     /// A request head was read.
     fn request(&mut self, head: RequestHead) -> Started;
-    /// The response head to request `id`.
-    fn response(&mut self, id: u64, status: u16, headers: Vec<(String, String)>);
+    /// The response head to request `id` (its bytes, as they came).
+    fn response(&mut self, id: u64, status: u16, head: Vec<u8>);
     /// Body bytes of `id`'s request (`to_server`) or response.
     fn body(&mut self, id: u64, to_server: bool, bytes: &[u8]);
     /// `id`'s request (`to_server`) or response has ended.
@@ -66,7 +66,11 @@ pub trait Sink {
 pub struct RequestHead {
     pub method: String,
     pub path: String,
-    pub headers: Vec<(String, String)>,
+    /// The visitor, as the edge gave it: the last `X-Forwarded-For`.
+    pub client: Option<String>,
+    /// The head's bytes, as they came: its headers are read from them only
+    /// when the log is, not per request.
+    pub head: Vec<u8>,
 }
 
 /// A request waiting for its response.
@@ -114,7 +118,7 @@ impl Tap {
                         }
                         return;
                     };
-                    match parse_request(&head) {
+                    match parse_request(head) {
                         Some((request, body)) => {
                             let is_head = request.method == "HEAD";
                             let started = sink.request(request);
@@ -170,7 +174,7 @@ impl Tap {
                         }
                         return;
                     };
-                    let Some((status, headers, framing)) = parse_response(&head) else {
+                    let Some((status, framing)) = parse_response(&head) else {
                         self.lose();
                         return;
                     };
@@ -186,7 +190,7 @@ impl Tap {
                         self.responses = Flow::Head(Vec::new());
                         used
                     } else {
-                        sink.response(id, status, headers);
+                        sink.response(id, status, head);
                         if status == 101 {
                             // The connection speaks another protocol now.
                             sink.end(id, false, MessageEnd::Upgraded);
@@ -282,29 +286,22 @@ fn take_head(buf: &mut Vec<u8>, bytes: &[u8]) -> Option<(usize, Vec<u8>)> {
     Some((used, std::mem::take(buf)))
 }
 
-fn headers_of(headers: &[httparse::Header<'_>]) -> Vec<(String, String)> {
-    headers
-        .iter()
-        .map(|h| {
-            (
-                h.name.to_owned(),
-                String::from_utf8_lossy(h.value).into_owned(),
-            )
-        })
-        .collect()
-}
-
 /// The body framing that headers say (RFC 9112, 6.3): chunked when the last
-/// transfer coding is, else `Content-Length`, else `otherwise`. `None` for
+/// transfer coding is, else `Content-Length`, else `otherwise`. `Err` for
 /// framing that cannot be followed.
-fn framing(headers: &[(String, String)], otherwise: Option<Body>) -> Result<Option<Body>, ()> {
+fn framing(headers: &[httparse::Header<'_>], otherwise: Option<Body>) -> Result<Option<Body>, ()> {
     let mut length = None;
     let mut chunked = None;
-    for (name, value) in headers {
-        if name.eq_ignore_ascii_case("transfer-encoding") {
+    for header in headers {
+        let is = |name: &str| header.name.eq_ignore_ascii_case(name);
+        if !is("transfer-encoding") && !is("content-length") {
+            continue;
+        }
+        let value = std::str::from_utf8(header.value).map_err(|_| ())?;
+        if is("transfer-encoding") {
             let last = value.rsplit(',').next().unwrap_or("").trim();
             chunked = Some(last.eq_ignore_ascii_case("chunked"));
-        } else if name.eq_ignore_ascii_case("content-length") {
+        } else {
             length = Some(value.trim().parse::<u64>().map_err(|_| ())?);
         }
     }
@@ -317,41 +314,68 @@ fn framing(headers: &[(String, String)], otherwise: Option<Body>) -> Result<Opti
     })
 }
 
-fn parse_request(head: &[u8]) -> Option<(RequestHead, Option<Body>)> {
+fn parse_request(head: Vec<u8>) -> Option<(RequestHead, Option<Body>)> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut headers);
-    match request.parse(head) {
+    match request.parse(&head) {
         Ok(httparse::Status::Complete(_)) => {}
         _ => return None,
     }
-    let headers = headers_of(request.headers);
     // A request without a length has no body (RFC 9112, 6.3, 7).
-    let body = framing(&headers, None).ok()?;
+    let body = framing(request.headers, None).ok()?;
     if matches!(body, Some(Body::UntilClose)) {
         return None;
     }
+    let client = request
+        .headers
+        .iter()
+        .rev()
+        .find(|h| h.name.eq_ignore_ascii_case("x-forwarded-for"))
+        .and_then(|h| std::str::from_utf8(h.value).ok())
+        .and_then(|v| v.rsplit(',').next())
+        .map(|v| v.trim().to_owned());
+    let (method, path) = (request.method?.to_owned(), request.path?.to_owned());
     Some((
         RequestHead {
-            method: request.method?.to_owned(),
-            path: request.path?.to_owned(),
-            headers,
+            method,
+            path,
+            client,
+            head,
         },
         body,
     ))
 }
 
-type ResponseHead = (u16, Vec<(String, String)>, Option<Body>);
-
-fn parse_response(head: &[u8]) -> Option<ResponseHead> {
+/// A response head's status and body framing.
+fn parse_response(head: &[u8]) -> Option<(u16, Option<Body>)> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut response = httparse::Response::new(&mut headers);
     match response.parse(head) {
         Ok(httparse::Status::Complete(_)) => {}
         _ => return None,
     }
-    let headers = headers_of(response.headers);
-    let body = framing(&headers, Some(Body::UntilClose)).ok()?;
-    Some((response.code?, headers, body))
+    let body = framing(response.headers, Some(Body::UntilClose)).ok()?;
+    Some((response.code?, body))
+}
+
+/// The headers of a head (its bytes, start line first), in order.
+pub(crate) fn headers_of(head: &[u8]) -> Vec<(String, String)> {
+    let Some(line_end) = memchr::memmem::find(head, b"\r\n") else {
+        return Vec::new();
+    };
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    match httparse::parse_headers(&head[line_end + 2..], &mut headers) {
+        Ok(httparse::Status::Complete((_, headers))) => headers
+            .iter()
+            .map(|h| {
+                (
+                    h.name.to_owned(),
+                    String::from_utf8_lossy(h.value).into_owned(),
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 enum Step {
@@ -466,7 +490,7 @@ mod tests {
                 .push(format!("req {} {} {}", self.next, head.method, head.path));
             Started { id: self.next }
         }
-        fn response(&mut self, id: u64, status: u16, _: Vec<(String, String)>) {
+        fn response(&mut self, id: u64, status: u16, _: Vec<u8>) {
             self.events.push(format!("resp {id} {status}"));
         }
         fn body(&mut self, id: u64, to_server: bool, bytes: &[u8]) {
