@@ -390,6 +390,8 @@ impl Gateway {
                 }
             }
         }
+        // In name order, whichever answered first.
+        down.sort();
         down
     }
 }
