@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 use calvin_agent::api::{LoggedRequest, PreviewCreated, PreviewDeleted, PreviewList, RequestLog};
 use calvin_agent::control_api;
-use calvin_agent::control_client::{Answer, ControlClient};
+use calvin_agent::control_client::{Answer, ControlClient, human_size};
 use calvin_agent::{Agent, EdgeAddress, LinkState};
 
 /// How long `share` waits for its first connection to the edge.
@@ -412,8 +412,8 @@ fn request_line(r: &LoggedRequest) -> String {
         r.id,
         r.method,
         r.path,
-        bytes(r.bytes_in),
-        bytes(r.bytes_out)
+        human_size(r.bytes_in),
+        human_size(r.bytes_out)
     );
     if let Some(client) = &r.client {
         line.push_str(&format!("  {client}"));
@@ -438,14 +438,6 @@ fn parse_ttl(text: &str) -> Result<u64, String> {
         return Err(format!("from 1s to 30d ({max} s), got {secs} s"));
     }
     Ok(secs)
-}
-
-fn bytes(n: u64) -> String {
-    match n {
-        n if n < 1024 => format!("{n} B"),
-        n if n < 1 << 20 => format!("{:.1} KiB", n as f64 / 1024.0),
-        n => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
-    }
 }
 
 /// Prints an API answer: as it is with `--json`, else through `human`.

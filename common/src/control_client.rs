@@ -135,3 +135,19 @@ impl ControlClient {
         Ok(Answer { status, body })
     }
 }
+
+/// A size as the control API's clients show it: `812 B`, `1.2 KiB`,
+/// `3.4 MiB`, `1.1 GiB`.
+pub fn human_size(bytes: u64) -> String {
+    const KIB: f64 = 1024.0;
+    let b = bytes as f64;
+    if bytes < 1024 {
+        format!("{bytes} B")
+    } else if b < KIB * KIB {
+        format!("{:.1} KiB", b / KIB)
+    } else if b < KIB * KIB * KIB {
+        format!("{:.1} MiB", b / KIB / KIB)
+    } else {
+        format!("{:.1} GiB", b / KIB / KIB / KIB)
+    }
+}

@@ -445,32 +445,32 @@ impl Session {
         let ends =
             ttl_secs.map(|ttl| std::time::SystemTime::now() + Duration::from_secs(ttl.into()));
         #[cfg(feature = "cluster")]
-        if let Some(store) = self.hub.store.clone() {
-            let preview = self.open_in_cluster(&store, name, port, ends).await?;
-            self.hub
-                .routes
-                .set_ends(&preview.name, ends.map(instant_at));
-            return Ok(Preview {
-                ttl_secs,
-                ..preview
-            });
-        }
-        let claimed = self.hub.routes.claim(name, &self.account, |name, _| {
-            Upstream::new(name.clone(), port, self.link.clone())
-        });
-        match claimed {
-            Ok((name, id)) => {
-                debug!(%name, %port, "preview opened");
-                self.held.insert(name.clone(), (id, None));
-                self.hub.routes.set_ends(&name, ends.map(instant_at));
-                Ok(Preview {
-                    name,
-                    port,
-                    ttl_secs,
-                })
-            }
-            Err(err) => Err(claim_failure(err)),
-        }
+        let name = match self.hub.store.clone() {
+            Some(store) => self.open_in_cluster(&store, name, port, ends).await?,
+            None => self.open_here(name, port)?,
+        };
+        #[cfg(not(feature = "cluster"))]
+        let name = self.open_here(name, port)?;
+        debug!(%name, %port, "preview opened");
+        self.hub.routes.set_ends(&name, ends.map(instant_at));
+        Ok(Preview {
+            name,
+            port,
+            ttl_secs,
+        })
+    }
+
+    /// An edge on its own: its table decides who has the name.
+    fn open_here(&mut self, name: Option<PreviewName>, port: Port) -> Result<PreviewName, Failure> {
+        let (name, id) = self
+            .hub
+            .routes
+            .claim(name, &self.account, |name, _| {
+                Upstream::new(name.clone(), port, self.link.clone())
+            })
+            .map_err(claim_failure)?;
+        self.held.insert(name.clone(), (id, None));
+        Ok(name)
     }
 
     /// The store decides who has the name (its transaction), then the
@@ -482,7 +482,7 @@ impl Session {
         name: Option<PreviewName>,
         port: Port,
         ends: Option<std::time::SystemTime>,
-    ) -> Result<Preview, Failure> {
+    ) -> Result<PreviewName, Failure> {
         let routes = &self.hub.routes;
         routes
             .may_claim(name.as_ref(), &self.account)
@@ -520,13 +520,8 @@ impl Session {
         });
         match bound {
             Ok(id) => {
-                debug!(%name, %port, "preview opened");
                 self.held.insert(name.clone(), (id, Some(claim)));
-                Ok(Preview {
-                    name,
-                    port,
-                    ttl_secs: None,
-                })
+                Ok(name)
             }
             Err(err) => {
                 store

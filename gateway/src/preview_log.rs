@@ -4,6 +4,7 @@
 //! headers and the kept start of its bodies, each marked when cut. What
 //! visitors sent is data, and the text says so.
 
+use calvin_common::control_client::human_size;
 use calvin_proto::control::{LoggedBody, LoggedRequest, RequestLog, Warning};
 
 /// The longest path a list line shows, in characters.
@@ -91,8 +92,8 @@ fn line(r: &LoggedRequest) -> String {
         r.id,
         r.time,
         r.method,
-        size(r.bytes_in),
-        size(r.bytes_out)
+        human_size(r.bytes_in),
+        human_size(r.bytes_out)
     );
     if let Some(client) = &r.client {
         text.push_str(&format!(", from {client}"));
@@ -108,21 +109,6 @@ fn ms(d: f64) -> String {
         format!("{:.2} s", d / 1000.0)
     } else {
         format!("{d:.1} ms")
-    }
-}
-
-/// `812 B`, `1.2 KiB`, `3.4 MiB`.
-fn size(bytes: u64) -> String {
-    const KIB: f64 = 1024.0;
-    let b = bytes as f64;
-    if bytes < 1024 {
-        format!("{bytes} B")
-    } else if b < KIB * KIB {
-        format!("{:.1} KiB", b / KIB)
-    } else if b < KIB * KIB * KIB {
-        format!("{:.1} MiB", b / KIB / KIB)
-    } else {
-        format!("{:.1} GiB", b / KIB / KIB / KIB)
     }
 }
 
@@ -149,7 +135,7 @@ fn body(text: &mut String, what: &str, body: Option<&LoggedBody>) {
     let kept = if b.base64 {
         "binary, its first bytes as base64".to_owned()
     } else {
-        format!("{} shown", size(b.text.len() as u64))
+        format!("{} shown", human_size(b.text.len() as u64))
     };
     let cut = if b.cut {
         "; cut: the log keeps only the start"
@@ -256,7 +242,7 @@ mod tests {
         let mut long = request(9);
         long.path = "/".repeat(300);
         assert!(line(&long).contains("… (cut) →"));
-        assert_eq!(size(1023), "1023 B");
-        assert_eq!(size(3 << 20), "3.0 MiB");
+        assert_eq!(human_size(1023), "1023 B");
+        assert_eq!(human_size(3 << 20), "3.0 MiB");
     }
 }

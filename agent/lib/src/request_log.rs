@@ -173,6 +173,11 @@ struct Sample {
 impl Sample {
     fn add(&mut self, bytes: &[u8]) {
         self.size += bytes.len() as u64;
+        self.keep(bytes);
+    }
+
+    /// Keeps what fits of `bytes` in the first [`BODY_KEPT`].
+    fn keep(&mut self, bytes: &[u8]) {
         let room = BODY_KEPT.saturating_sub(self.kept.len());
         self.kept.extend_from_slice(&bytes[..room.min(bytes.len())]);
     }
@@ -604,7 +609,7 @@ impl Sink for LogSink<'_> {
                 &mut e.response_body
             };
             if keeping {
-                sample.add(bytes);
+                sample.keep(bytes);
             }
             sample.size = size;
         });

@@ -23,8 +23,8 @@ const MAX_LINE: usize = 4096;
 enum Flow {
     /// Reading a head (the bytes so far).
     Head(Vec<u8>),
-    /// Reading a body.
-    Body(Body),
+    /// Reading the body of message `.0` (its request's id).
+    Body(u64, Body),
     /// Not followed any more.
     Lost,
 }
@@ -85,12 +85,9 @@ struct Pending {
 pub struct Tap {
     requests: Flow,
     responses: Flow,
-    /// The request whose body is being read.
-    request_id: Option<u64>,
-    /// Requests in the order sent, waiting for their responses.
+    /// Requests in the order sent, waiting for their responses (the
+    /// first one's while a response body is read).
     pending: VecDeque<Pending>,
-    /// The response being read, once its head was.
-    responding: Option<u64>,
 }
 
 impl Default for Tap {
@@ -98,9 +95,7 @@ impl Default for Tap {
         Self {
             requests: Flow::Head(Vec::new()),
             responses: Flow::Head(Vec::new()),
-            request_id: None,
             pending: VecDeque::new(),
-            responding: None,
         }
     }
 }
@@ -127,10 +122,7 @@ impl Tap {
                                 head: is_head,
                             });
                             match body {
-                                Some(body) => {
-                                    self.request_id = Some(started.id);
-                                    self.requests = Flow::Body(body);
-                                }
+                                Some(body) => self.requests = Flow::Body(started.id, body),
                                 None => {
                                     sink.end(started.id, true, MessageEnd::Complete);
                                     self.requests = Flow::Head(Vec::new());
@@ -141,22 +133,18 @@ impl Tap {
                     }
                     used
                 }
-                Flow::Body(body) => {
-                    let id = self.request_id.unwrap_or_default();
-                    match read_body(body, bytes, |data| sink.body(id, true, data)) {
-                        Step::More(used) => used,
-                        Step::Done(used) => {
-                            sink.end(id, true, MessageEnd::Complete);
-                            self.request_id = None;
+                Flow::Body(id, body) => match body_bytes(*id, body, bytes, true, sink) {
+                    Some((used, ended)) => {
+                        if ended {
                             self.requests = Flow::Head(Vec::new());
-                            used
                         }
-                        Step::Bad => {
-                            self.lose();
-                            return;
-                        }
+                        used
                     }
-                }
+                    None => {
+                        self.lose();
+                        return;
+                    }
+                },
             };
             bytes = &bytes[used..];
         }
@@ -210,31 +198,24 @@ impl Tap {
                                 self.pending.pop_front();
                                 self.responses = Flow::Head(Vec::new());
                             }
-                            Some(body) => {
-                                self.responding = Some(id);
-                                self.responses = Flow::Body(body);
-                            }
+                            Some(body) => self.responses = Flow::Body(id, body),
                         }
                         used
                     }
                 }
-                Flow::Body(body) => {
-                    let id = self.responding.unwrap_or_default();
-                    match read_body(body, bytes, |data| sink.body(id, false, data)) {
-                        Step::More(used) => used,
-                        Step::Done(used) => {
-                            sink.end(id, false, MessageEnd::Complete);
+                Flow::Body(id, body) => match body_bytes(*id, body, bytes, false, sink) {
+                    Some((used, ended)) => {
+                        if ended {
                             self.pending.pop_front();
-                            self.responding = None;
                             self.responses = Flow::Head(Vec::new());
-                            used
                         }
-                        Step::Bad => {
-                            self.lose();
-                            return;
-                        }
+                        used
                     }
-                }
+                    None => {
+                        self.lose();
+                        return;
+                    }
+                },
             };
             bytes = &bytes[used..];
         }
@@ -243,12 +224,12 @@ impl Tap {
     /// The connection has ended (`clean`: both sides finished): what was
     /// still open ends here.
     pub fn close(&mut self, clean: bool, sink: &mut impl Sink) {
-        if let Some(id) = self.request_id.take() {
+        if let Flow::Body(id, _) = self.requests {
             sink.end(id, true, MessageEnd::Cut);
         }
-        let until_close = matches!(self.responses, Flow::Body(Body::UntilClose));
-        if let Some(id) = self.responding.take() {
-            let how = if until_close && clean {
+        if let Flow::Body(id, body) = &self.responses {
+            let id = *id;
+            let how = if matches!(body, Body::UntilClose) && clean {
                 MessageEnd::Complete
             } else {
                 MessageEnd::Cut
@@ -268,6 +249,26 @@ impl Tap {
     fn lose(&mut self) {
         self.requests = Flow::Lost;
         self.responses = Flow::Lost;
+    }
+}
+
+/// Body bytes of message `id`: how many of `bytes` the body took and
+/// whether it ended there (the message then told complete); `None` when
+/// malformed.
+fn body_bytes(
+    id: u64,
+    body: &mut Body,
+    bytes: &[u8],
+    to_server: bool,
+    sink: &mut impl Sink,
+) -> Option<(usize, bool)> {
+    match read_body(body, bytes, |data| sink.body(id, to_server, data)) {
+        Step::More(used) => Some((used, false)),
+        Step::Done(used) => {
+            sink.end(id, to_server, MessageEnd::Complete);
+            Some((used, true))
+        }
+        Step::Bad => None,
     }
 }
 
