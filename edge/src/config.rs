@@ -12,6 +12,9 @@
 //! quic = "0.0.0.0:443"
 //! dns = "0.0.0.0:53"   # UDP and TCP
 //! plain_http = "redirect"  # or "serve" (a TLS-terminating proxy in front)
+//! http3 = true         # visitors may speak HTTP/3 on quic's UDP port
+//! alt_svc = true       # HTTPS responses say so (Alt-Svc: h3=":443")
+//! # alt_svc_port = 443 # the UDP port Alt-Svc names; default: quic's
 //!
 //! [acme]               # the certificate from an ACME CA, through DNS-01
 //! directory = "https://acme-v02.api.letsencrypt.org/directory"
@@ -239,6 +242,12 @@ pub struct ListenConfig {
     #[serde(deserialize_with = "optional_addr")]
     pub dns: Option<SocketAddr>,
     pub plain_http: PlainHttp,
+    /// HTTP/3 for visitors on `quic`.
+    pub http3: bool,
+    /// `Alt-Svc` on HTTPS responses, naming `alt_svc_port` (default:
+    /// `quic`'s port).
+    pub alt_svc: bool,
+    pub alt_svc_port: Option<u16>,
 }
 
 impl Default for ListenConfig {
@@ -250,6 +259,9 @@ impl Default for ListenConfig {
             quic: any(443),
             dns: None,
             plain_http: PlainHttp::Redirect,
+            http3: true,
+            alt_svc: true,
+            alt_svc_port: None,
         }
     }
 }
@@ -528,6 +540,11 @@ impl ConfigFile {
                 https: self.listen.https,
                 http: self.listen.http,
                 quic: self.listen.quic,
+                http3: crate::Http3Settings {
+                    enabled: self.listen.http3,
+                    advertise: self.listen.http3 && self.listen.alt_svc,
+                    port: self.listen.alt_svc_port,
+                },
             },
             certificates,
             dns,

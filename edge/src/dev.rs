@@ -150,6 +150,15 @@ impl DevArgs {
                 https: Some(self.https),
                 http: Some(self.http),
                 quic: self.quic,
+                // Served, but not advertised: a dev edge's visitors are
+                // this machine's browser and tools, and a browser that
+                // moves to HTTP/3 on a local CA's certificate is not shown
+                // to work yet.
+                http3: crate::Http3Settings {
+                    enabled: true,
+                    advertise: false,
+                    port: None,
+                },
             },
             certificates: Certificates::Fixed(state.tls.clone()),
             dns: None,

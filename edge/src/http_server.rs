@@ -33,9 +33,11 @@ use tracing::{debug, warn};
 use crate::error_page::{EdgeError, accepts_html};
 use crate::h1_framing::{FramingGate, HeadLimits};
 use crate::h2_flood::FloodGuard;
+use crate::http3::Http3;
 use crate::metrics::{Counts, HandshakeFailure};
 use crate::proxy::{DrainGuard, Proxy, Scheme, Visitor};
 use crate::read_ahead;
+use crate::request_body::VisitorBody;
 use crate::rewind::Rewind;
 
 /// hyper's limit on an HTTP/1 head's header fields when none is set.
@@ -71,6 +73,17 @@ pub(crate) struct HttpServer {
 impl HttpServer {
     pub(crate) fn proxy(&self) -> &Proxy {
         &self.proxy
+    }
+
+    /// What serves HTTP/3 visitors with this server's proxy and limits.
+    pub(crate) fn http3(&self, drain: DrainGuard, stop: watch::Receiver<bool>) -> Http3 {
+        Http3::new(
+            self.proxy.clone(),
+            self.head_limits.max_head_bytes,
+            self.header_read_timeout,
+            drain,
+            stop,
+        )
     }
 
     /// `max_head_bytes` bounds a request head (431 past it, from hyper on
@@ -350,7 +363,10 @@ impl HttpServer {
         // those copies were ~7% of the edge's CPU on 1 KiB GETs).
         let service = service_fn(move |req| {
             let (proxy, drain) = (proxy.clone(), drain.clone());
-            Box::pin(async move { Ok::<_, Infallible>(proxy.handle(req, &visitor, &drain).await) })
+            Box::pin(async move {
+                let req = req.map(VisitorBody::Hyper);
+                Ok::<_, Infallible>(proxy.handle(req, &visitor, &drain).await)
+            })
         });
         let ended = match opened {
             Opened::Http2(stream) => {

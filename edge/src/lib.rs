@@ -30,6 +30,7 @@ pub mod h1_framing;
 mod h2_flood;
 pub mod health;
 pub mod host;
+mod http3;
 mod http_server;
 pub mod metrics;
 pub mod proxy;
@@ -75,7 +76,8 @@ use crate::tunnel::AgentHub;
 use crate::upstream::UpstreamSettings;
 
 pub use settings::{
-    Bound, Certificates, DnsSettings, Limits, Listen, ListenerKind, PlainHttp, Settings, StartError,
+    Bound, Certificates, DnsSettings, Http3Settings, Limits, Listen, ListenerKind, PlainHttp,
+    Settings, StartError,
 };
 use settings::{canonical_domain, check_limits, default_url_template};
 
@@ -94,6 +96,8 @@ pub struct Edge {
     hub: Arc<AgentHub>,
     rates: Arc<rates::Rates>,
     server: Arc<HttpServer>,
+    /// Whether the QUIC endpoint serves HTTP/3 visitors.
+    http3: bool,
     grace: Duration,
     admin: Arc<Admin>,
     admin_listener: Option<TcpListener>,
@@ -267,7 +271,11 @@ impl Edge {
                 bandwidth: bandwidth::Buckets::new(limits.max_bytes_per_second_per_account),
             }),
             hello_timeout: Duration::from_secs(limits.hello_timeout_secs),
-            loopback_quic: Arc::new(tls::quic_config(certs.clone(), true)?),
+            loopback_quic: Arc::new(tls::quic_config(
+                certs.clone(),
+                true,
+                settings.listen.http3.enabled,
+            )?),
             guesses: guesses::Guesses::default(),
             connected: Arc::default(),
             account_streams: dashmap::DashMap::new(),
@@ -332,10 +340,15 @@ impl Edge {
             },
             counts,
         );
-        let proxy = Arc::new(if settings.restarted {
+        let proxy = if settings.restarted {
             proxy.restarted()
         } else {
             proxy
+        };
+        let http3 = settings.listen.http3;
+        let proxy = Arc::new(match (http3.advertise, https_addr) {
+            (true, Some(_)) => proxy.advertising_http3(http3.port.unwrap_or(bound.quic.port())),
+            _ => proxy,
         });
         let server = Arc::new(HttpServer::new(
             proxy,
@@ -358,6 +371,7 @@ impl Edge {
             hub,
             rates,
             server,
+            http3: http3.enabled,
             grace: Duration::from_secs(limits.grace_period_secs),
             admin: Arc::new(Admin {
                 metrics,
@@ -427,6 +441,9 @@ impl Edge {
                 drain.clone(),
             )));
         }
+        let http3 = self
+            .http3
+            .then(|| Arc::new(self.server.http3(drain.clone(), stop.clone())));
         drop(drain);
         // A cluster edge follows the store into its table before it
         // serves, so that its first visitors find the other edges' names
@@ -479,6 +496,7 @@ impl Edge {
         let agents = tokio::spawn(tunnel::accept_agents(
             self.endpoint.clone(),
             self.hub.clone(),
+            http3,
             stop.clone(),
         ));
         // Held names whose lease ended, and idle upstream connections of
@@ -667,7 +685,8 @@ fn quic_endpoint(
     settings: &Settings,
     certs: Arc<CertStore>,
 ) -> Result<quinn::Endpoint, QuicBindError> {
-    let server = tls::quic_config(certs, false).map_err(QuicBindError::Tls)?;
+    let server = tls::quic_config(certs, false, settings.listen.http3.enabled)
+        .map_err(QuicBindError::Tls)?;
     let socket = udp_socket(addr).map_err(QuicBindError::Io)?;
     let reset_key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &settings.reset_key);
     // quinn drops packets whose connection ID another key signed, without a

@@ -30,7 +30,7 @@ const DURATION_BOUNDS: [f64; 14] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
-const PROTOCOLS: [&str; 2] = ["h1", "h2"];
+const PROTOCOLS: [&str; 3] = ["h1", "h2", "h3"];
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
 /// Why a connection's handshake failed, visitors' and agents'.
@@ -113,7 +113,7 @@ pub struct Counts(Arc<CountsInner>);
 struct CountsInner {
     on: std::sync::atomic::AtomicBool,
     /// By protocol, then status class.
-    requests: [[Counter; 5]; 2],
+    requests: [[Counter; 5]; 3],
     duration: DurationHistogram,
     /// Body bytes from visitors (and from them through upgraded streams).
     received: Counter,
@@ -162,7 +162,11 @@ impl Counts {
     /// A request answered after `took`.
     fn took(&self, version: Version, status: StatusCode, took: Duration) {
         let Some(c) = self.on() else { return };
-        let protocol = usize::from(version == Version::HTTP_2 || version == Version::HTTP_3);
+        let protocol = match version {
+            Version::HTTP_2 => 1,
+            Version::HTTP_3 => 2,
+            _ => 0,
+        };
         let class = usize::from(status.as_u16() / 100).clamp(1, 5) - 1;
         c.requests[protocol][class].inc();
         c.duration.observe(took);

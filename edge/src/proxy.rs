@@ -23,7 +23,7 @@ use crate::host::{self, HostError, Target};
 use crate::metrics::Counts;
 use crate::rates::Rates;
 use crate::read_ahead::{self, BodyRules};
-use crate::request_body::{BodyOutcome, BodyWatch, MinRate, RequestBody};
+use crate::request_body::{BodyOutcome, BodyWatch, MinRate, RequestBody, VisitorBody};
 use crate::request_log::{self, AccessRecord, Counted, Finish, RequestId};
 pub use crate::rewrite::Scheme;
 use crate::rewrite::{drop_zone_cookies, requested_upgrade, rewrite_request, strip_hop_by_hop};
@@ -117,6 +117,8 @@ pub struct Proxy {
     /// whether its path has the query (`[log] access_query`).
     access_log: AtomicBool,
     access_query: AtomicBool,
+    /// `Alt-Svc` for HTTPS responses over TCP, when HTTP/3 is advertised.
+    alt_svc: Option<HeaderValue>,
 }
 
 /// What the edge answers itself, besides errors.
@@ -161,7 +163,14 @@ impl Proxy {
             counts,
             access_log: AtomicBool::new(true),
             access_query: AtomicBool::new(false),
+            alt_svc: None,
         }
+    }
+
+    /// Advertises HTTP/3 on `port` in every HTTPS response over TCP.
+    pub(crate) fn advertising_http3(mut self, port: u16) -> Self {
+        self.alt_svc = Some(crate::http3::alt_svc(port));
+        self
     }
 
     /// Marks the edge as restarted: its agents may be coming back (see
@@ -193,7 +202,7 @@ impl Proxy {
     /// counted, and logged when its response ends.
     pub async fn handle(
         &self,
-        req: Request<Incoming>,
+        req: Request<VisitorBody>,
         visitor: &Visitor,
         drain: &DrainGuard,
     ) -> Response<Body> {
@@ -216,7 +225,7 @@ impl Proxy {
             .forward(req, visitor, drain, arrived, &id, &mut traced)
             .instrument(span)
             .await;
-        let response = match forwarded {
+        let mut response = match forwarded {
             Ok(response) => response,
             Err(err) => {
                 debug!(code = err.code(), "{}", err.message());
@@ -227,6 +236,14 @@ impl Proxy {
                 err.response(html, id.as_str()).map(Either::Right)
             }
         };
+        if let Some(alt_svc) = &self.alt_svc
+            && visitor.scheme == Scheme::Https
+            && version != Version::HTTP_3
+        {
+            response
+                .headers_mut()
+                .insert(header::ALT_SVC, alt_svc.clone());
+        }
         let status = response.status();
         self.counts.answered(version, status, arrived.into_std());
         if let Some(access) = &mut access {
@@ -365,7 +382,7 @@ impl Proxy {
     /// its answer made the visitor's.
     async fn forward(
         &self,
-        mut req: Request<Incoming>,
+        mut req: Request<VisitorBody>,
         visitor: &Visitor,
         drain: &DrainGuard,
         arrived: tokio::time::Instant,
@@ -556,6 +573,9 @@ impl Proxy {
         // its own version, which hyper writes.
         *response.version_mut() = Version::default();
         drop_zone_cookies(response.headers_mut(), name, &self.domain);
+        // The origin's own alternative services are its machine's, which
+        // visitors cannot reach; the edge names its own.
+        response.headers_mut().remove(header::ALT_SVC);
         let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
         let accepted_upgrade = response.headers().get(header::UPGRADE).cloned();
         strip_hop_by_hop(response.headers_mut());

@@ -17,9 +17,50 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::sync::watch;
 
 use crate::bandwidth::{Bandwidth, Throttled};
+use crate::http3::H3Body;
+
+/// A visitor's request body as its connection gives it: hyper's (HTTP/1.1
+/// and HTTP/2) or an HTTP/3 request stream's.
+pub enum VisitorBody {
+    Hyper(Incoming),
+    H3(H3Body),
+}
+
+impl Body for VisitorBody {
+    type Data = Bytes;
+    type Error = BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        match self.get_mut() {
+            VisitorBody::Hyper(body) => Pin::new(body)
+                .poll_frame(cx)
+                .map(|f| f.map(|r| r.map_err(BodyError::from))),
+            VisitorBody::H3(body) => Pin::new(body)
+                .poll_frame(cx)
+                .map(|f| f.map(|r| r.map_err(BodyError::from))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            VisitorBody::Hyper(body) => body.is_end_stream(),
+            VisitorBody::H3(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            VisitorBody::Hyper(body) => body.size_hint(),
+            VisitorBody::H3(body) => body.size_hint(),
+        }
+    }
+}
 
 pub struct RequestBody {
-    inner: Throttled<Incoming>,
+    inner: Throttled<VisitorBody>,
     progress: watch::Sender<Progress>,
     /// Bytes the body may still hold, when capped.
     left: Option<u64>,
@@ -182,7 +223,7 @@ impl RequestBody {
     /// The body, cut with an error past `cap` bytes when one is given,
     /// its frames passing through `bandwidth` when given.
     pub fn new(
-        inner: Incoming,
+        inner: VisitorBody,
         cap: Option<u64>,
         bandwidth: Option<Arc<Bandwidth>>,
     ) -> (Self, BodyWatch) {
@@ -332,6 +373,6 @@ impl RequestBody {
             Poll::Ready(Some(Ok(_))) => self.mark(self.inner.is_end_stream()),
             Poll::Pending => {}
         }
-        polled.map(|frame| frame.map(|r| r.map_err(BodyError::from)))
+        polled
     }
 }

@@ -187,6 +187,7 @@ impl<B> Drop for Counted<B> {
 fn log_access(access: &AccessRecord, status: u16, received: u64, sent: u64, arrived: Instant) {
     let protocol = match access.version {
         Version::HTTP_2 => "h2",
+        Version::HTTP_3 => "h3",
         Version::HTTP_10 => "http/1.0",
         _ => "http/1.1",
     };

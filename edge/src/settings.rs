@@ -78,6 +78,30 @@ pub struct Listen {
     pub https: Option<SocketAddr>,
     pub http: Option<SocketAddr>,
     pub quic: SocketAddr,
+    pub http3: Http3Settings,
+}
+
+/// HTTP/3 for visitors, on the QUIC listener (see [`crate::http3`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Http3Settings {
+    /// Whether visitors may speak HTTP/3 there (ALPN `h3`).
+    pub enabled: bool,
+    /// Whether HTTPS responses say so (`Alt-Svc`), on `port` (by default
+    /// the QUIC listener's own; another when a NAT or load balancer in
+    /// front maps it).
+    pub advertise: bool,
+    pub port: Option<u16>,
+}
+
+impl Default for Http3Settings {
+    /// On and advertised, on the QUIC listener's port.
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            advertise: true,
+            port: None,
+        }
+    }
 }
 
 /// Caps and timeouts, each configurable in `[limits]` of `edge.toml`.

@@ -80,14 +80,22 @@ pub fn https_config(certs: Arc<CertStore>) -> Result<rustls::ServerConfig, TlsEr
     Ok(config)
 }
 
-/// The QUIC listener's configuration for agents (ALPN `calvin/1`), the
-/// same certificate as HTTPS; `loopback` for agents on this machine.
-pub fn quic_config(certs: Arc<CertStore>, loopback: bool) -> Result<quinn::ServerConfig, TlsError> {
+/// The QUIC listener's configuration for agents (ALPN `calvin/1`) and,
+/// when `http3`, HTTP/3 visitors (ALPN `h3`, see [`crate::http3`]); the
+/// same certificate as HTTPS; `loopback` for peers on this machine.
+pub fn quic_config(
+    certs: Arc<CertStore>,
+    loopback: bool,
+    http3: bool,
+) -> Result<quinn::ServerConfig, TlsError> {
     let mut crypto = rustls::ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()
         .with_cert_resolver(certs);
     crypto.alpn_protocols = vec![calvin_proto::ALPN.to_vec()];
+    if http3 {
+        crypto.alpn_protocols.push(crate::http3::ALPN.to_vec());
+    }
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
         .map_err(|e| TlsError::Quic(e.to_string()))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
@@ -95,8 +103,15 @@ pub fn quic_config(certs: Arc<CertStore>, loopback: bool) -> Result<quinn::Serve
     // The agents' pings keep each path alive and both idle timers reset;
     // the edge answers them and sends none of its own, which halves the
     // packets an idle agent costs it. A silent agent still ends at the
-    // idle timeout.
+    // idle timeout. (An HTTP/3 connection is kept alive by the edge only
+    // while it has requests under way, see `http3`.)
     transport.keep_alive_interval(None);
+    if http3 {
+        // RFC 9114 6.2: a client must be able to open its control stream
+        // (and QPACK's two) without waiting. An agent is allowed none
+        // after its handshake (`tunnel`).
+        transport.max_concurrent_uni_streams(crate::http3::UNI_STREAMS.into());
+    }
     config.transport_config(Arc::new(transport));
     Ok(config)
 }

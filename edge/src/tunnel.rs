@@ -17,6 +17,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 use crate::accounts::{AccountId, Accounts};
 #[cfg(feature = "cluster")]
 use crate::cluster::store::{Claim, NameState, Store, StoreRefusal};
+use crate::http3::Http3;
 /// Built without the cluster, no claim is ever made in a store.
 #[cfg(not(feature = "cluster"))]
 type Claim = std::convert::Infallible;
@@ -104,9 +105,12 @@ impl AgentHub {
 
 /// Accepts agents until `stop` turns true. Connections already made stay
 /// up (they carry in-flight requests); the caller closes the endpoint.
+/// An HTTP/3 visitor's connection (ALPN `h3`) goes to `http3`, when the
+/// edge serves HTTP/3.
 pub(crate) async fn accept_agents(
     endpoint: quinn::Endpoint,
     hub: Arc<AgentHub>,
+    http3: Option<Arc<Http3>>,
     stop: watch::Receiver<bool>,
 ) {
     accept_until(&endpoint, stop, |incoming| {
@@ -115,7 +119,7 @@ pub(crate) async fn accept_agents(
             remote = %incoming.remote_address(),
             account = tracing::field::Empty,
         );
-        tokio::spawn(serve_agent(hub.clone(), incoming).instrument(span));
+        tokio::spawn(serve_connection(hub.clone(), http3.clone(), incoming).instrument(span));
     })
     .await;
     // Turn away agents that arrive while the edge drains.
@@ -139,7 +143,13 @@ pub(crate) async fn accept_until(
     }
 }
 
-async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
+/// A connection to the QUIC endpoint: its handshake, then an agent's
+/// session, or an HTTP/3 visitor's requests.
+async fn serve_connection(
+    hub: Arc<AgentHub>,
+    http3: Option<Arc<Http3>>,
+    incoming: quinn::Incoming,
+) {
     let connecting = if crate::tls::is_loopback(incoming.remote_address()) {
         incoming.accept_with(hub.loopback_quic.clone())
     } else {
@@ -164,6 +174,28 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
             return debug!("handshake timed out");
         }
     };
+    if crate::http3::is_h3(&conn) {
+        match http3 {
+            Some(http3) => {
+                // Not an agent's: its requests are logged in their own spans.
+                let serving = http3.serve(conn);
+                return serving.instrument(tracing::Span::none()).await;
+            }
+            None => return conn.close(0u32.into(), b"HTTP/3 is off"),
+        }
+    }
+    serve_agent(hub, conn).await;
+}
+
+/// An agent's connection (ALPN `calvin/1`): its hello, then its session
+/// until it ends.
+async fn serve_agent(hub: Arc<AgentHub>, conn: quinn::Connection) {
+    let failed = |why| hub.counts.handshake_failed(why);
+    // An agent opens no uni stream: of the three every connection may open
+    // at its handshake (for HTTP/3's sake), any it opens is refused, and
+    // none is allowed after them.
+    conn.set_max_concurrent_uni_streams(0u32.into());
+    tokio::spawn(refuse_uni_streams(conn.clone()));
     let hello = tokio::time::timeout(hub.hello_timeout, async {
         let (send, mut recv) = conn.accept_bi().await.ok()?;
         let msg = read_frame::<AgentMessage, _>(&mut recv).await;
@@ -268,6 +300,13 @@ async fn serve_agent(hub: Arc<AgentHub>, incoming: quinn::Incoming) {
         .conn
         .close(close_code::NORMAL.into(), b"control stream ended");
     session.end().await;
+}
+
+/// Stops every uni stream an agent opens, until its connection ends.
+async fn refuse_uni_streams(conn: quinn::Connection) {
+    while let Ok(mut stream) = conn.accept_uni().await {
+        let _ = stream.stop(close_code::PROTOCOL.into());
+    }
 }
 
 /// The account a hello from `source` speaks for, or why it is refused. A

@@ -33,6 +33,8 @@ pub struct EdgeOptions {
     pub state_dir: Option<PathBuf>,
     /// The preview domain.
     pub domain: &'static str,
+    /// HTTP/3 for visitors (on, advertised, by default).
+    pub http3: calvin_edge::Http3Settings,
 }
 
 impl Default for EdgeOptions {
@@ -43,6 +45,7 @@ impl Default for EdgeOptions {
             listen: None,
             state_dir: None,
             domain: DOMAIN,
+            http3: calvin_edge::Http3Settings::default(),
         }
     }
 }
@@ -94,6 +97,7 @@ impl TestEdge {
                 https: Some(https),
                 http: Some(http),
                 quic,
+                http3: options.http3,
             },
             certificates: Certificates::Fixed(state.tls.clone()),
             dns: None,
@@ -803,7 +807,7 @@ pub fn quic_server(
     let state = calvin_edge::dev::load_or_create(dir.path(), DOMAIN).expect("state");
     let certs = std::sync::Arc::new(calvin_edge::cert_store::CertStore::new());
     certs.install(&state.tls).expect("dev certificate");
-    let server = calvin_edge::tls::quic_config(certs, loopback).expect("quic config");
+    let server = calvin_edge::tls::quic_config(certs, loopback, false).expect("quic config");
     let local: SocketAddr = "127.0.0.1:0".parse().expect("addr");
     let endpoint = if loopback {
         let socket = calvin_edge::udp_socket(local).expect("udp socket");

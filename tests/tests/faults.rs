@@ -511,6 +511,7 @@ async fn an_idle_budget_as_large_as_the_agents_streams_is_refused() {
             https: None,
             http: None,
             quic: "127.0.0.1:0".parse().expect("addr"),
+            http3: Default::default(),
         },
         certificates: calvin_edge::Certificates::Fixed(state.tls.clone()),
         dns: None,

@@ -1,0 +1,392 @@
+//! HTTP/3 for visitors, on the agents' QUIC endpoint.
+//!
+//! The endpoint offers two ALPNs: `calvin/1` (agents, [`crate::tunnel`])
+//! and `h3`. Which one a connection took is known once its handshake is
+//! done; an `h3` connection comes here, and each of its requests goes
+//! through the same [`Proxy::handle`] as HTTP/1.1's and HTTP/2's (the same
+//! Host rules, limits, rates, error pages and streaming), its body read
+//! from the request stream ([`H3Body`]) and its answer written back to it.
+//!
+//! What the two kinds of connection may do differs, and is set per
+//! connection once its ALPN is known: the endpoint's transport settings
+//! are the agents' (four bidi streams, three uni streams so an HTTP/3
+//! client's control and QPACK streams need no wait); an `h3` connection is
+//! then allowed [`MAX_REQUESTS`] requests at once, and an agent no uni
+//! stream more (see [`crate::tunnel`]).
+//!
+//! The endpoint sends no keep-alives (the agents' pings keep their paths
+//! alive, see [`crate::tls::quic_config`]), so an HTTP/3 connection with
+//! nothing under way ends at the idle timeout, 12 s, like an idle agent's.
+//! A response that stays silent longer (an event stream between events)
+//! must not end its connection: while requests are open, the edge keeps
+//! the connection alive itself ([`keep_alive`]).
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use bytes::{Buf, Bytes};
+use h3::error::Code;
+use h3::server::RequestStream;
+use http::header::{self, HeaderMap, HeaderName};
+use http::{Method, Response, Version};
+use http_body_util::BodyExt;
+use hyper::body::{Frame, SizeHint};
+use tokio::sync::watch;
+use tracing::debug;
+
+use crate::proxy::{Body, DrainGuard, Proxy, Scheme, Visitor};
+use crate::request_body::VisitorBody;
+
+/// The ALPN of HTTP/3.
+pub const ALPN: &[u8] = b"h3";
+
+/// Requests an HTTP/3 visitor may have under way at once on one
+/// connection (hyper's HTTP/2 server allows 200; browsers open far fewer).
+pub const MAX_REQUESTS: u32 = 100;
+
+/// Uni streams the endpoint allows every connection at its handshake: an
+/// HTTP/3 client's control stream and its QPACK encoder and decoder
+/// streams. An agent opens none (it is allowed no more, see
+/// [`crate::tunnel`]).
+pub const UNI_STREAMS: u32 = 3;
+
+/// How often a connection with requests under way is kept alive: well
+/// within the idle timeout (12 s), so a response silent longer (an event
+/// stream between events) does not end it.
+const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(4);
+
+/// What serves HTTP/3 visitors: the proxy, its head limits, and what a
+/// stop waits for.
+pub(crate) struct Http3 {
+    proxy: Arc<Proxy>,
+    /// The longest request head taken (QPACK's field section size).
+    max_head_bytes: u64,
+    /// How long a new request stream has to send its head.
+    header_timeout: Duration,
+    drain: DrainGuard,
+    stop: watch::Receiver<bool>,
+}
+
+impl Http3 {
+    pub(crate) fn new(
+        proxy: Arc<Proxy>,
+        max_head_bytes: usize,
+        header_timeout: Duration,
+        drain: DrainGuard,
+        stop: watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            proxy,
+            max_head_bytes: max_head_bytes as u64,
+            header_timeout,
+            drain,
+            stop,
+        }
+    }
+
+    /// Serves an HTTP/3 connection (its handshake done, ALPN `h3`) until
+    /// it ends; on the edge's stop, it finishes its requests (GOAWAY) and
+    /// closes.
+    pub(crate) async fn serve(self: Arc<Self>, conn: quinn::Connection) {
+        conn.set_max_concurrent_bi_streams(MAX_REQUESTS.into());
+        let drain = self.drain.clone();
+        let mut stop = self.stop.clone();
+        let built = h3::server::builder()
+            .max_field_section_size(self.max_head_bytes)
+            .build::<_, Bytes>(h3_quinn::Connection::new(conn.clone()))
+            .await;
+        let mut h3 = match built {
+            Ok(h3) => h3,
+            Err(err) => return debug!(%err, "HTTP/3 connection failed to start"),
+        };
+        let open = Arc::new(AtomicUsize::new(0));
+        let alive = tokio::spawn(keep_alive(conn.clone(), open.clone()));
+        let mut stopping = false;
+        loop {
+            let accepted = tokio::select! {
+                accepted = h3.accept() => Some(accepted),
+                _ = stop.wait_for(|s| *s), if !stopping => None,
+            };
+            let Some(accepted) = accepted else {
+                // No request after those accepted; accept() then returns
+                // None once they are done.
+                stopping = true;
+                if let Err(err) = h3.shutdown(0).await {
+                    debug!(%err, "HTTP/3 GOAWAY failed");
+                    break;
+                }
+                continue;
+            };
+            match accepted {
+                Ok(Some(resolver)) => {
+                    let this = self.clone();
+                    let (open, drain) = (open.clone(), drain.clone());
+                    let peer = conn.remote_address();
+                    open.fetch_add(1, Ordering::Relaxed);
+                    tokio::spawn(async move {
+                        this.request(resolver, peer, &drain).await;
+                        open.fetch_sub(1, Ordering::Relaxed);
+                    });
+                }
+                Ok(None) => break,
+                Err(err) => {
+                    if !err.is_h3_no_error() {
+                        debug!(%err, "HTTP/3 connection ended");
+                    }
+                    break;
+                }
+            }
+        }
+        alive.abort();
+        conn.close(
+            Code::H3_NO_ERROR.value().try_into().unwrap_or_default(),
+            b"",
+        );
+    }
+
+    /// One request: its head (within the header timeout), then the proxy's
+    /// answer written back as it streams.
+    async fn request(
+        &self,
+        resolver: h3::server::RequestResolver<h3_quinn::Connection, Bytes>,
+        peer: SocketAddr,
+        drain: &DrainGuard,
+    ) {
+        let resolved = tokio::time::timeout(self.header_timeout, resolver.resolve_request()).await;
+        let (req, stream) = match resolved {
+            Ok(Ok(resolved)) => resolved,
+            Ok(Err(err)) => {
+                if matches!(err, h3::error::StreamError::HeaderTooBig { .. }) {
+                    // h3 answered 431 itself.
+                    self.proxy.counts().refused_as("head-too-large");
+                }
+                return debug!(%peer, %err, "HTTP/3 request refused");
+            }
+            Err(_) => return debug!(%peer, "no HTTP/3 request head in time"),
+        };
+        let (mut send, recv) = stream.split();
+        let head = req.method() == Method::HEAD;
+        let length = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        let req = req.map(|()| VisitorBody::H3(H3Body::new(recv, length)));
+        let visitor = Visitor {
+            peer,
+            scheme: Scheme::Https,
+        };
+        let response = self.proxy.handle(req, &visitor, drain).await;
+        if let Err(err) = respond(&mut send, response, head).await {
+            debug!(%peer, %err, "HTTP/3 response cut off");
+        }
+    }
+}
+
+/// Headers of HTTP/1.1's connection that HTTP/3 forbids (RFC 9114 4.2).
+const CONNECTION_SPECIFIC: [HeaderName; 5] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+];
+
+/// Writes `response` to the request stream: its head, its body as it
+/// streams (none for a HEAD), its trailers, its end. A body that fails
+/// resets the stream, so the visitor never takes a cut body for a whole
+/// one.
+async fn respond(
+    send: &mut RequestStream<h3_quinn::SendStream<Bytes>, Bytes>,
+    response: Response<Body>,
+    head: bool,
+) -> Result<(), h3::error::StreamError> {
+    let (mut parts, body) = response.into_parts();
+    for name in &CONNECTION_SPECIFIC {
+        parts.headers.remove(name);
+    }
+    parts.version = Version::HTTP_3;
+    send.send_response(Response::from_parts(parts, ())).await?;
+    if !head {
+        let mut body = std::pin::pin!(body);
+        while let Some(frame) = body.frame().await {
+            let frame = match frame {
+                Ok(frame) => frame,
+                Err(err) => {
+                    debug!(%err, "response body failed; resetting the HTTP/3 stream");
+                    send.stop_stream(Code::H3_INTERNAL_ERROR);
+                    return Ok(());
+                }
+            };
+            match frame.into_data() {
+                Ok(data) => send.send_data(data).await?,
+                Err(frame) => {
+                    if let Ok(trailers) = frame.into_trailers() {
+                        return finish_with(send, Some(trailers)).await;
+                    }
+                }
+            }
+        }
+    }
+    finish_with(send, None).await
+}
+
+async fn finish_with(
+    send: &mut RequestStream<h3_quinn::SendStream<Bytes>, Bytes>,
+    trailers: Option<HeaderMap>,
+) -> Result<(), h3::error::StreamError> {
+    if let Some(trailers) = trailers {
+        send.send_trailers(trailers).await?;
+    }
+    send.finish().await
+}
+
+/// Keeps `conn` alive while it has requests under way (`open`): the
+/// endpoint sends no keep-alives of its own, and quinn offers no ping per
+/// connection, so the edge grants the visitor one more byte of
+/// connection-level flow control every [`KEEP_ALIVE_EVERY`]: a MAX_DATA
+/// frame, which the visitor acknowledges, and which restarts both idle
+/// timers as a ping would (RFC 9000 10.1). The window is then set back
+/// (quinn takes the byte back as data is read), so it does not grow.
+async fn keep_alive(conn: quinn::Connection, open: Arc<AtomicUsize>) {
+    // The endpoint's transport leaves quinn's connection window as it is:
+    // unbounded (calvin_common::quic::transport_config).
+    let window = quinn::VarInt::MAX;
+    let less = quinn::VarInt::from_u64(window.into_inner() - 1).unwrap_or(window);
+    let mut every = tokio::time::interval(KEEP_ALIVE_EVERY);
+    every.tick().await;
+    loop {
+        every.tick().await;
+        if open.load(Ordering::Relaxed) == 0 {
+            continue;
+        }
+        conn.set_receive_window(less);
+        conn.set_receive_window(window);
+    }
+}
+
+/// An HTTP/3 request's body, read from its request stream: its data, then
+/// its trailers.
+pub struct H3Body {
+    recv: RequestStream<h3_quinn::RecvStream, Bytes>,
+    /// Data read when the body was made, not yet passed on.
+    first: Option<Bytes>,
+    /// Bytes still to come, when the request declared its length.
+    left: Option<u64>,
+    data_done: bool,
+    ended: bool,
+}
+
+impl H3Body {
+    /// The body of a request whose head declared `length` (or none). What
+    /// the stream already holds is read at once: a request sent with its
+    /// end (a GET) is known to have no body before the origin is asked,
+    /// as HTTP/2's END_STREAM on its head tells hyper.
+    fn new(recv: RequestStream<h3_quinn::RecvStream, Bytes>, length: Option<u64>) -> Self {
+        let mut body = Self {
+            recv,
+            first: None,
+            left: length,
+            data_done: false,
+            ended: false,
+        };
+        let mut cx = Context::from_waker(Waker::noop());
+        if let Poll::Ready(Some(Ok(frame))) = body.poll_stream(&mut cx) {
+            match frame.into_data() {
+                Ok(data) => body.first = Some(data),
+                // Trailers without data: kept for no one (the origin's
+                // request then has no body to carry them).
+                Err(_) => body.ended = true,
+            }
+        }
+        body
+    }
+
+    fn poll_stream(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, h3::error::StreamError>>> {
+        if !self.data_done {
+            match self.recv.poll_recv_data(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(err)) => {
+                    self.ended = true;
+                    return Poll::Ready(Some(Err(err)));
+                }
+                Poll::Ready(Ok(Some(mut data))) => {
+                    let data = data.copy_to_bytes(data.remaining());
+                    if let Some(left) = &mut self.left {
+                        *left = left.saturating_sub(data.len() as u64);
+                    }
+                    return Poll::Ready(Some(Ok(Frame::data(data))));
+                }
+                Poll::Ready(Ok(None)) => self.data_done = true,
+            }
+        }
+        if self.ended {
+            return Poll::Ready(None);
+        }
+        let trailers = self.recv.poll_recv_trailers(cx);
+        match trailers {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(polled) => {
+                self.ended = true;
+                match polled {
+                    Ok(Some(trailers)) => Poll::Ready(Some(Ok(Frame::trailers(trailers)))),
+                    Ok(None) => Poll::Ready(None),
+                    Err(err) => Poll::Ready(Some(Err(err))),
+                }
+            }
+        }
+    }
+}
+
+impl hyper::body::Body for H3Body {
+    type Data = Bytes;
+    type Error = h3::error::StreamError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        if let Some(first) = this.first.take() {
+            return Poll::Ready(Some(Ok(Frame::data(first))));
+        }
+        this.poll_stream(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.first.is_none() && self.ended
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let first = self.first.as_ref().map_or(0, |f| f.len() as u64);
+        if self.is_end_stream() || (self.data_done && first == 0) {
+            return SizeHint::with_exact(first);
+        }
+        match self.left {
+            Some(left) => SizeHint::with_exact(left + first),
+            None => SizeHint::default(),
+        }
+    }
+}
+
+/// Whether a QUIC connection's handshake chose HTTP/3.
+pub(crate) fn is_h3(conn: &quinn::Connection) -> bool {
+    conn.handshake_data()
+        .and_then(|data| data.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+        .and_then(|data| data.protocol)
+        .is_some_and(|alpn| alpn == ALPN)
+}
+
+/// The `Alt-Svc` value advertising HTTP/3 on `port`.
+pub fn alt_svc(port: u16) -> http::HeaderValue {
+    // A day, as Cloudflare's; a visitor's client forgets it sooner when
+    // HTTP/3 fails there.
+    http::HeaderValue::from_str(&format!("h3=\":{port}\"; ma=86400"))
+        .unwrap_or_else(|_| http::HeaderValue::from_static("clear"))
+}
