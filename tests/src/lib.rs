@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod etcd;
 pub mod fake_slack;
 pub mod gateway;
+pub mod h3;
 pub mod harness;
 pub mod multi_edge;
 pub mod netns;

@@ -204,7 +204,10 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
             }
             full(StatusCode::OK, format!("{len} {sum}\n"))
         }
-        "/events" => events(query(&req, "type")),
+        "/events" => {
+            let gap = query(&req, "gap_ms").and_then(|v| v.parse().ok());
+            events(query(&req, "type"), gap.unwrap_or(300))
+        }
         "/headers" => {
             let pairs: Vec<(String, String)> = req
                 .headers()
@@ -292,12 +295,13 @@ fn bytes_body(len: u64) -> Response<Body> {
     r
 }
 
-fn events(content_type: Option<String>) -> Response<Body> {
+/// Three events, `gap_ms` apart (`/events?gap_ms=N`, 300 by default).
+fn events(content_type: Option<String>, gap_ms: u64) -> Response<Body> {
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, hyper::Error>>(4);
     tokio::spawn(async move {
         for i in 0..3 {
             if i > 0 {
-                tokio::time::sleep(Duration::from_millis(300)).await;
+                tokio::time::sleep(Duration::from_millis(gap_ms)).await;
             }
             let event = format!("data: event {i}\n\n");
             if tx.send(Ok(Frame::data(Bytes::from(event)))).await.is_err() {
