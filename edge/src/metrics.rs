@@ -41,7 +41,8 @@ pub enum HandshakeFailure {
     TlsError,
     /// A visitor did not finish its TLS handshake in time.
     TlsTimeout,
-    /// An agent's QUIC handshake failed.
+    /// A QUIC handshake failed: an agent's, or an HTTP/3 visitor's (which
+    /// of them is not known before the handshake ends).
     QuicError,
     /// An agent did not finish its QUIC handshake, or send its hello, in
     /// time.

@@ -184,6 +184,8 @@ async fn serve_connection(
             None => return conn.close(0u32.into(), b"HTTP/3 is off"),
         }
     }
+    // An agent's session must not hold what a stop drains visitors by.
+    drop(http3);
     serve_agent(hub, conn).await;
 }
 

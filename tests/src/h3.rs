@@ -66,18 +66,24 @@ pub fn h3_url(edge: &TestEdge, name: &str, path: &str) -> String {
 /// Runs `tests/h3client.py URL --cacert CA --resolve ... ARGS...` against
 /// `edge`'s QUIC listener (without `--cacert` when ARGS has `-k`).
 pub async fn h3client(edge: &TestEdge, url: &str, args: &[&str]) -> H3Exchange {
+    h3client_at(edge.quic, &edge.ca(), url, args).await
+}
+
+/// Runs `tests/h3client.py` as [`h3client`] does, against any edge: its
+/// QUIC address and CA.
+pub async fn h3client_at(quic: SocketAddr, ca: &Path, url: &str, args: &[&str]) -> H3Exchange {
     let authority = url
         .trim_start_matches("https://")
         .split('/')
         .next()
         .unwrap_or_default()
         .to_owned();
-    let resolve = format!("{authority}:{}", edge.quic.ip());
+    let resolve = format!("{authority}:{}", quic.ip());
     let mut command = tokio::process::Command::new("python3");
     command.arg(h3client_path()).arg(url);
     // `-k` (no certificate check) or the edge's CA.
     if !args.contains(&"-k") {
-        command.arg("--cacert").arg(edge.ca());
+        command.arg("--cacert").arg(ca);
     }
     let output = command
         .args(["--resolve", &resolve])

@@ -399,3 +399,49 @@ async fn an_http3_flood_does_not_cut_an_agent_off() {
     let out = curl(&s.edge.ca(), &[&s.url("/hello")]).await;
     assert_eq!(out.status, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_edge_finishes_http3_requests_under_way() {
+    let mut s = PreviewSetup::start().await;
+    let url = h3_url(&s.edge, &s.created.name, "/slow?ms=2500");
+    let edge = &s.edge;
+    let (ca, quic, domain) = (edge.ca(), edge.quic, edge.domain);
+    let request = tokio::spawn({
+        let (url, resolve) = (
+            url.clone(),
+            format!("{}.{domain}:{}:{}", s.created.name, quic.port(), quic.ip()),
+        );
+        async move {
+            tokio::process::Command::new("python3")
+                .arg(calvin_tests::h3::h3client_path())
+                .arg(&url)
+                .arg("--cacert")
+                .arg(&ca)
+                .args(["--resolve", &resolve])
+                .output()
+                .await
+                .expect("h3client")
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let stopped = s.edge.begin_stop();
+    let out = request.await.expect("request task");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary: serde_json::Value =
+        serde_json::from_str(stdout.lines().last().unwrap_or_default()).expect("a summary");
+    assert_eq!(
+        summary["status"],
+        200,
+        "the request under way finishes: {summary} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(summary["body_bytes"], "slow\n".len());
+    // Nothing else holds the stop: not the agent's connection, not the
+    // visitor's, closed once its request was done.
+    let took = Instant::now();
+    tokio::time::timeout(Duration::from_secs(10), stopped)
+        .await
+        .expect("the edge stops once the request is done")
+        .expect("edge task");
+    assert!(took.elapsed() < Duration::from_secs(10));
+}

@@ -165,7 +165,15 @@ async fn metrics_match_known_traffic_and_json_logs_carry_the_request_id() {
         refused_ids.push(id);
         answers.push(out);
     }
-    let sent: usize = answers.iter().map(|a| a.body.len()).sum();
+    // And 2 GETs over HTTP/3.
+    let h3_url = format!("https://web.{ZONE}:{}/hello", edge.quic.port());
+    let mut sent_h3 = 0;
+    for _ in 0..2 {
+        let out = calvin_tests::h3::h3client_at(edge.quic, &ca, &h3_url, &[]).await;
+        assert_eq!(out.status(), 200, "{:?} {}", out.summary, out.stderr);
+        sent_h3 += out.body_bytes() as usize;
+    }
+    let sent: usize = answers.iter().map(|a| a.body.len()).sum::<usize>() + sent_h3;
 
     // The bytes are counted when each response ends; the counts settle.
     let settled = eventually(Duration::from_secs(5), || async {
@@ -189,10 +197,11 @@ async fn metrics_match_known_traffic_and_json_logs_carry_the_request_id() {
     assert_eq!(requests("h2", "2xx"), 5.0);
     assert_eq!(requests("h1", "2xx"), 3.0);
     assert_eq!(requests("h1", "4xx"), 4.0);
+    assert_eq!(requests("h3", "2xx"), 2.0);
     assert_eq!(requests("h2", "4xx") + requests("h1", "5xx"), 0.0);
     assert_eq!(
         series(&m, "calvin_edge_request_duration_seconds_count"),
-        12.0
+        14.0
     );
     assert_eq!(series(&m, "calvin_edge_sent_bytes_total"), sent as f64);
     assert_eq!(series(&m, "calvin_edge_received_bytes_total"), 3000.0);
@@ -317,6 +326,22 @@ async fn metrics_match_known_traffic_and_json_logs_carry_the_request_id() {
     let refused = line_of(&refused_ids[0]).await;
     assert_eq!(refused["status"], 404);
     assert_eq!(refused["preview"], "nowhere");
+    let over_h3: Vec<_> = access_lines(&edge.log())
+        .into_iter()
+        .filter(|l| l["protocol"] == "h3")
+        .collect();
+    assert_eq!(over_h3.len(), 2, "{over_h3:?}");
+    for line in over_h3 {
+        assert_eq!(
+            (&line["path"], &line["status"], line["bytes_out"].as_u64()),
+            (
+                &serde_json::json!("/hello"),
+                &serde_json::json!(200),
+                Some(18)
+            ),
+            "{line}"
+        );
+    }
     let uploads: Vec<_> = access_lines(&edge.log())
         .into_iter()
         .filter(|l| l["path"] == "/echo")
