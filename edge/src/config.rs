@@ -247,7 +247,7 @@ pub struct ListenConfig {
     /// `Alt-Svc` on HTTPS responses, naming `alt_svc_port` (default:
     /// `quic`'s port).
     pub alt_svc: bool,
-    pub alt_svc_port: Option<u16>,
+    pub alt_svc_port: Option<std::num::NonZeroU16>,
 }
 
 impl Default for ListenConfig {
@@ -543,7 +543,7 @@ impl ConfigFile {
                 http3: crate::Http3Settings {
                     enabled: self.listen.http3,
                     advertise: self.listen.http3 && self.listen.alt_svc,
-                    port: self.listen.alt_svc_port,
+                    port: self.listen.alt_svc_port.map(std::num::NonZeroU16::get),
                 },
             },
             certificates,

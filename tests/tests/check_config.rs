@@ -492,3 +492,49 @@ fn with_key(lines: &[String], key: &str) -> String {
         .unwrap_or_else(|| panic!("no {key} in {lines:?}"))
         .clone()
 }
+
+#[test]
+fn http3_keys_are_checked() {
+    let s = Setup::new();
+    for (port, ok) in [("1", true), ("65535", true), ("0", false), ("65536", false)] {
+        let text = s.config(
+            &format!("http3 = true\nalt_svc = true\nalt_svc_port = {port}"),
+            "",
+        );
+        let path = s.write("edge.toml", &text);
+        let out = check(&path);
+        let lines = stderr_lines(&out);
+        if ok {
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "alt_svc_port = {port}: {lines:?}"
+            );
+        } else {
+            assert_eq!(out.status.code(), Some(1), "alt_svc_port = {port}");
+            let want = format!(
+                "{}:{}: listen.alt_svc_port: ",
+                path.display(),
+                line_of(&text, "alt_svc_port")
+            );
+            assert!(
+                lines.iter().any(|l| l.starts_with(&want)),
+                "alt_svc_port = {port}: {want:?} not in {lines:?}"
+            );
+        }
+    }
+    let text = s.config("http3 = \"yes\"", "");
+    let path = s.write("edge.toml", &text);
+    let out = check(&path);
+    assert_eq!(out.status.code(), Some(1));
+    let want = format!(
+        "{}:{}: listen.http3: ",
+        path.display(),
+        line_of(&text, "http3")
+    );
+    assert!(
+        stderr_lines(&out).iter().any(|l| l.starts_with(&want)),
+        "{:?}",
+        stderr_lines(&out)
+    );
+}
