@@ -561,6 +561,42 @@ impl ConfigFile {
 mod tests {
     use super::*;
 
+    /// The smallest file: a domain, a state folder, a certificate, an
+    /// account; `extra` after them.
+    fn minimal(extra: &str) -> ConfigFile {
+        let text = format!(
+            "domain = \"p.example.com\"\nstate_dir = \"/tmp/x\"\n[tls]\ncert_file = \"a.pem\"\n\
+             key_file = \"a.key\"\n[[accounts]]\nname = \"a\"\ntoken = \"t\"\n{extra}"
+        );
+        toml::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    #[test]
+    fn the_admin_listener_is_loopback_by_default_and_off_when_empty() {
+        assert_eq!(minimal("").admin.listen, Some(DEFAULT_ADMIN));
+        assert!(DEFAULT_ADMIN.ip().is_loopback());
+        assert_eq!(minimal("[admin]\nlisten = \"\"").admin.listen, None);
+        assert_eq!(
+            minimal("[admin]\nlisten = \"127.0.0.1:9999\"").admin.listen,
+            Some("127.0.0.1:9999".parse().expect("addr"))
+        );
+    }
+
+    #[test]
+    fn http3_is_served_and_advertised_by_default() {
+        let listen = minimal("").listen;
+        assert!(listen.http3 && listen.alt_svc);
+        assert_eq!(listen.alt_svc_port, None);
+        let listen = minimal("[listen]\nhttp3 = false").listen;
+        assert!(!listen.http3);
+        let listen = minimal("[listen]\nalt_svc = false\nalt_svc_port = 8443").listen;
+        assert!(listen.http3 && !listen.alt_svc);
+        assert_eq!(
+            listen.alt_svc_port.map(std::num::NonZeroU16::get),
+            Some(8443)
+        );
+    }
+
     #[test]
     fn minimal_file_takes_defaults() {
         let c: ConfigFile = toml::from_str(

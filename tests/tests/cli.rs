@@ -548,3 +548,80 @@ async fn calvin_threads_is_checked_before_anything_starts() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_logs_json_lines_with_log_format_json() {
+    // A fatal error, as a JSON line.
+    let out = agent_command(&[
+        "--log-format",
+        "json",
+        "up",
+        "--edge",
+        "127.0.0.1:9",
+        "--token-file",
+        "/nonexistent/token",
+    ])
+    .await;
+    assert_eq!(out.status.code(), Some(1));
+    let lines = stderr_lines(&out);
+    assert!(!lines.is_empty());
+    for line in &lines {
+        let value: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        assert_eq!(value["level"], "ERROR", "{line}");
+        assert!(
+            value["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("/nonexistent/token")),
+            "{line}"
+        );
+    }
+
+    // A running daemon whose edge refuses its token: every line it writes
+    // meanwhile is a JSON object with a level and a message.
+    let edge = TestEdge::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let token = dir.path().join("token");
+    write_secret(&token, "a-token-the-edge-does-not-know-0000000");
+    let socket = dir.path().join("agent.sock");
+    let mut command = tokio::process::Command::new(binary("calvin-agent"));
+    command
+        .args(["--log-format", "json", "up", "--edge"])
+        .arg(edge.quic.to_string())
+        .arg("--ca")
+        .arg(edge.ca())
+        .args(["--server-name", "localhost"])
+        .arg("--token-file")
+        .arg(&token)
+        .arg("--socket")
+        .arg(&socket)
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().expect("calvin-agent up");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    send_signal(&child, "TERM").await;
+    let out = tokio::time::timeout(Duration::from_secs(10), async {
+        let _ = child.wait().await;
+        let mut text = String::new();
+        if let Some(mut stderr) = child.stderr.take() {
+            use tokio::io::AsyncReadExt;
+            let _ = stderr.read_to_string(&mut text).await;
+        }
+        text
+    })
+    .await
+    .expect("the agent stops on SIGTERM");
+    let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+    let mut refused = 0;
+    for line in &lines {
+        let value: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{line:?}: {e}"));
+        assert!(value["level"].is_string(), "{line}");
+        assert!(value["message"].is_string(), "{line}");
+        if value["message"] == "the edge refused this agent" {
+            assert_eq!(value["level"], "WARN", "{line}");
+            refused += 1;
+        }
+    }
+    assert!(refused >= 1, "no refusal logged: {lines:?}");
+}
