@@ -81,19 +81,60 @@ impl Admin {
         if !self.serving.load(Ordering::Acquire) {
             why.push("the listeners are not serving (starting or stopping)".to_owned());
         }
-        match self.certs.info() {
-            None => why.push("no certificate is loaded yet".to_owned()),
-            Some(info) => {
-                let left = info.not_after - OffsetDateTime::now_utc();
-                if left < READY_MIN_VALIDITY {
-                    why.push(format!(
-                        "the certificate expires in {} s (at {}), within a day",
-                        left.whole_seconds().max(0),
-                        info.not_after
-                    ));
-                }
-            }
-        }
+        why.extend(certificate_unready(&self.certs));
         why
+    }
+}
+
+/// Why the certificate makes the edge not ready, if it does: none loaded
+/// yet, or one that expires within [`READY_MIN_VALIDITY`].
+fn certificate_unready(certs: &CertStore) -> Option<String> {
+    let Some(info) = certs.info() else {
+        return Some("no certificate is loaded yet".to_owned());
+    };
+    let left = info.not_after - OffsetDateTime::now_utc();
+    (left < READY_MIN_VALIDITY).then(|| {
+        format!(
+            "the certificate expires in {} s (at {}), within a day",
+            left.whole_seconds().max(0),
+            info.not_after
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tls::TlsMaterial;
+
+    /// A self-signed certificate for `preview.test` valid for `hours`.
+    fn valid_for(hours: i64) -> TlsMaterial {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut params =
+            rcgen::CertificateParams::new(vec!["preview.test".to_owned()]).expect("params");
+        let now = OffsetDateTime::now_utc();
+        params.not_before = now - time::Duration::hours(1);
+        params.not_after = now + time::Duration::hours(hours);
+        let cert = params.self_signed(&key).expect("certificate");
+        TlsMaterial {
+            certs: vec![cert.der().clone()],
+            key: rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        }
+    }
+
+    #[test]
+    fn a_certificate_expiring_within_a_day_makes_the_edge_unready() {
+        let certs = CertStore::new();
+        assert_eq!(
+            certificate_unready(&certs).as_deref(),
+            Some("no certificate is loaded yet")
+        );
+        certs.install(&valid_for(12)).expect("install");
+        let why = certificate_unready(&certs).expect("unready");
+        assert!(why.ends_with("within a day"), "{why}");
+        certs.install(&valid_for(23)).expect("install");
+        assert!(certificate_unready(&certs).is_some());
+        certs.install(&valid_for(25)).expect("install");
+        assert_eq!(certificate_unready(&certs), None);
     }
 }

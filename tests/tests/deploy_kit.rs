@@ -771,6 +771,48 @@ fn example_edge_toml_passes_check_config() {
     );
 }
 
+#[test]
+fn example_gateway_toml_passes_check_config_with_its_files() {
+    // deploy/gateway.toml with the files it names made in a temporary
+    // folder standing for /etc/calvin, /var/lib, /var/cache and the
+    // user's runtime folder: the launcher command (executable) and the
+    // workspace file ([[repos]]).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().to_str().expect("UTF-8");
+    let etc = dir.path().join("etc/calvin");
+    std::fs::create_dir_all(&etc).expect("etc");
+    let launcher = etc.join("start-session");
+    std::fs::write(&launcher, "#!/bin/sh\nexit 0\n").expect("launcher");
+    std::fs::set_permissions(
+        &launcher,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    std::fs::write(
+        etc.join("workspace.toml"),
+        "[[repos]]\nname = \"app\"\nurl = \"https://git.example.com/app.git\"\npublished = true\n",
+    )
+    .expect("workspace");
+    let text = read(&deploy("gateway.toml"))
+        .replace("/etc/calvin/", &format!("{root}/etc/calvin/"))
+        .replace("/var/lib/calvin-gateway", &format!("{root}/lib"))
+        .replace("/var/cache/calvin-gateway", &format!("{root}/cache"))
+        .replace("/run/user/1000", &format!("{root}/run"));
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(&config, text).expect("gateway.toml");
+    let out = Command::new(binary("calvin-gateway"))
+        .arg("check-config")
+        .arg(&config)
+        .output()
+        .expect("calvin-gateway check-config");
+    assert!(out.status.success(), "{}", output_text(&out));
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        summary.contains(": ok: mode hosted, serve on 127.0.0.1:8765, metrics on 127.0.0.1:9181, "),
+        "{summary}"
+    );
+}
+
 /// No Docker engine runs here: the stages' commands run on the host
 /// instead, as far as a host allows. The builder's `cargo build` with its
 /// flags but `--release` (the dev profile the tests built already: the

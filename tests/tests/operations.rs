@@ -395,6 +395,33 @@ async fn the_access_log_can_be_turned_off() {
     assert!(log.contains("edge stopped"), "{log}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn access_query_keeps_the_query_in_the_access_log() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let edge = edge(dir.path(), "access = true\naccess_query = true").await;
+    let ca = dir.path().join("certs/ca.pem");
+    let https = edge.https.expect("https").port();
+    let out = curl(
+        &ca,
+        &[
+            "--resolve",
+            &format!("gone.{ZONE}:{https}:127.0.0.1"),
+            &format!("https://gone.{ZONE}:{https}/page?q=1&r=two"),
+        ],
+    )
+    .await;
+    assert_eq!(out.status, 404);
+    let id = out.header("x-request-id").expect("request id").to_owned();
+    let line = eventually(Duration::from_secs(5), || async {
+        access_lines(&edge.log())
+            .into_iter()
+            .find(|l| l["request_id"] == id.as_str())
+    })
+    .await
+    .unwrap_or_else(|| panic!("no access line for {id}:\n{}", edge.log()));
+    assert_eq!(line["path"], "/page?q=1&r=two", "{line}");
+}
+
 /// A load balancer polling `/readyz` learns of a stop at its start: 503
 /// while a slow request drains, and that request still gets its answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
