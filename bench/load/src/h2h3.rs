@@ -198,8 +198,14 @@ pub enum Conn {
 
 impl Conn {
     /// A GET of the URL (`upload` 0) or a POST of `upload` bytes to it;
-    /// the whole response read and counted.
-    pub async fn request(&mut self, endpoint: &Endpoint, upload: u64) -> anyhow::Result<Answer> {
+    /// the whole response read and counted. `None` when the connection had
+    /// closed before the request left (the server's GOAWAY after as many
+    /// requests as it serves on one, or its idle close): dial again.
+    pub async fn request(
+        &mut self,
+        endpoint: &Endpoint,
+        upload: u64,
+    ) -> anyhow::Result<Option<Answer>> {
         let method = if upload > 0 {
             Method::POST
         } else {
@@ -213,11 +219,17 @@ impl Conn {
         }
         match self {
             Conn::H2(sender) => {
-                sender.ready().await.context("HTTP/2 connection")?;
-                let response = sender
-                    .send_request(head.body(Upload::new(upload))?)
+                if sender.ready().await.is_err() {
+                    return Ok(None);
+                }
+                let response = match sender
+                    .try_send_request(head.body(Upload::new(upload))?)
                     .await
-                    .context("HTTP/2 request")?;
+                {
+                    Ok(response) => response,
+                    Err(err) if err.message().is_some() => return Ok(None),
+                    Err(err) => return Err(err.into_error()).context("HTTP/2 request"),
+                };
                 let (status, content_length) = head_of(&response);
                 let mut body = response.into_body();
                 let mut body_bytes = 0;
@@ -226,17 +238,18 @@ impl Conn {
                         body_bytes += data.len() as u64;
                     }
                 }
-                Ok(Answer {
+                Ok(Some(Answer {
                     status,
                     body_bytes,
                     content_length,
-                })
+                }))
             }
             Conn::H3(sender, _) => {
-                let mut stream = sender
-                    .send_request(head.body(())?)
-                    .await
-                    .context("HTTP/3 request")?;
+                // It fails before the stream opens when the connection is
+                // closing.
+                let Ok(mut stream) = sender.send_request(head.body(())?).await else {
+                    return Ok(None);
+                };
                 let mut left = upload;
                 while left > 0 {
                     let n = left.min(UPLOAD_CHUNK as u64) as usize;
@@ -256,11 +269,11 @@ impl Conn {
                     body_bytes += chunk.remaining() as u64;
                     chunk.advance(chunk.remaining());
                 }
-                Ok(Answer {
+                Ok(Some(Answer {
                     status,
                     body_bytes,
                     content_length,
-                })
+                }))
             }
         }
     }

@@ -98,6 +98,8 @@ struct Tally {
     non_2xx: u64,
     wrong_length: u64,
     errors: u64,
+    /// Connections the server closed between requests, dialled again.
+    reconnects: u64,
     body_bytes: u64,
     latencies: Vec<u64>,
     last_error: Option<String>,
@@ -111,7 +113,10 @@ async fn closed_loop(endpoint: &Endpoint, args: &LoadArgs) -> anyhow::Result<ser
         let (endpoint, expect) = (endpoint.clone(), args.expect_bytes);
         warming.spawn(async move {
             let mut conn = endpoint.connect().await?;
-            let answer = conn.request(&endpoint, 0).await?;
+            let answer = conn
+                .request(&endpoint, 0)
+                .await?
+                .context("warm-up request: the connection closed at once")?;
             if fault(&answer, expect).is_some() {
                 bail!(
                     "warm-up request: {} with {} body bytes",
@@ -139,6 +144,7 @@ async fn closed_loop(endpoint: &Endpoint, args: &LoadArgs) -> anyhow::Result<ser
         tally.non_2xx += t.non_2xx;
         tally.wrong_length += t.wrong_length;
         tally.errors += t.errors;
+        tally.reconnects += t.reconnects;
         tally.body_bytes += t.body_bytes;
         tally.latencies.extend(t.latencies);
         tally.last_error = t.last_error.or(tally.last_error);
@@ -154,6 +160,7 @@ async fn closed_loop(endpoint: &Endpoint, args: &LoadArgs) -> anyhow::Result<ser
         "non_2xx": tally.non_2xx,
         "wrong_length": tally.wrong_length,
         "errors": tally.errors,
+        "reconnects": tally.reconnects,
         "body_bytes": tally.body_bytes,
         "seconds": elapsed,
         "rps": if elapsed > 0.0 { tally.ok as f64 / elapsed } else { 0.0 },
@@ -166,7 +173,8 @@ async fn closed_loop(endpoint: &Endpoint, args: &LoadArgs) -> anyhow::Result<ser
 }
 
 /// One connection: a request after another until `stop`; after an error,
-/// a new connection, and the worker ends when that cannot be had.
+/// or the server's closing it, a new connection, and the worker ends when
+/// that cannot be had.
 async fn worker(endpoint: Endpoint, conn: Conn, expect: Option<u64>, stop: Instant) -> Tally {
     let mut tally = Tally::default();
     let mut conn = Some(conn);
@@ -184,7 +192,8 @@ async fn worker(endpoint: Endpoint, conn: Conn, expect: Option<u64>, stop: Insta
         };
         let sent = Instant::now();
         match tokio::time::timeout(REQUEST_TIMEOUT, c.request(&endpoint, 0)).await {
-            Ok(Ok(answer)) => {
+            Ok(Ok(None)) => tally.reconnects += 1,
+            Ok(Ok(Some(answer))) => {
                 let done = Instant::now();
                 tally.body_bytes += answer.body_bytes;
                 match fault(&answer, expect) {
@@ -240,7 +249,9 @@ async fn transfer(
     }
     let mut moved = 0;
     while let Some(answer) = running.join_next().await {
-        let answer = answer?.context("transfer")?;
+        let answer = answer?
+            .context("transfer")?
+            .context("transfer: the connection closed before the request left")?;
         ensure!(
             answer.status.is_success(),
             "transfer answered {}",
