@@ -298,6 +298,9 @@ mod tests {
     use super::*;
 
     const NAME: &str = "bench.test";
+    /// The servers close a connection (GOAWAY) after this many requests, as
+    /// nginx does after 1,000.
+    const PER_CONNECTION: u64 = 40;
 
     /// The answer to the `n`th request (from 0) of `path` with a body of
     /// `got` bytes: `/flaky` is 503 every 5th and 1,000 bytes (no
@@ -346,9 +349,15 @@ mod tests {
                     let Ok(tls) = acceptor.accept(tcp).await else {
                         return;
                     };
+                    let served = Arc::new(AtomicU64::new(0));
+                    let enough = Arc::new(tokio::sync::Notify::new());
+                    let (on_conn, notify) = (served.clone(), enough.clone());
                     let service = hyper::service::service_fn(
                         move |req: http::Request<hyper::body::Incoming>| {
                             let count = count.clone();
+                            if on_conn.fetch_add(1, Ordering::Relaxed) + 1 == PER_CONNECTION {
+                                notify.notify_one();
+                            }
                             async move {
                                 let path = req.uri().path().to_owned();
                                 let got = req.into_body().collect().await?.to_bytes().len();
@@ -360,9 +369,16 @@ mod tests {
                             }
                         },
                     );
-                    let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(tls), service)
-                        .await;
+                    let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                        .serve_connection(TokioIo::new(tls), service);
+                    tokio::pin!(conn);
+                    tokio::select! {
+                        _ = conn.as_mut() => {}
+                        () = enough.notified() => {
+                            conn.as_mut().graceful_shutdown();
+                            let _ = conn.await;
+                        }
+                    }
                 });
             }
         });
@@ -396,7 +412,14 @@ mod tests {
                     else {
                         return;
                     };
+                    let mut served = 0;
                     while let Ok(Some(resolver)) = conn.accept().await {
+                        served += 1;
+                        if served == PER_CONNECTION {
+                            // Room for the one request the client may send
+                            // before it reads the GOAWAY.
+                            let _ = conn.shutdown(2).await;
+                        }
                         let count = count.clone();
                         tokio::spawn(async move {
                             let Ok((req, mut stream)) = resolver.resolve_request().await else {
@@ -461,7 +484,13 @@ mod tests {
         let got = measure(&args(protocol, addr, &ca, "/1k"))
             .await
             .expect("load");
-        assert!(got["ok"].as_u64().expect("ok") > 10, "{got}");
+        assert!(
+            got["ok"].as_u64().expect("ok") > PER_CONNECTION * 4,
+            "{got}"
+        );
+        // The servers' GOAWAYs were followed by new connections, no error.
+        assert!(got["reconnects"].as_u64() > Some(0), "{got}");
+        assert_eq!(got["errors"], 0, "{got}");
         assert_eq!(got["requests"], got["ok"], "{got}");
         assert_eq!(
             got["body_bytes"].as_u64(),
