@@ -11,6 +11,7 @@ Prints {"listening": "ADDR:PORT"} once bound. Serves:
   GET  /1k                 1,024 bytes of "x"
   POST /echo-sha256        reads the body; {"bytes": n, "sha256": hex}
   POST /upload             reads the body; "ok\\n"
+  POST /early              413 at once, and STOP_SENDING on the body
   GET  /sse?n=N&delay_ms=D N server-sent events, one each D ms
   GET  /status/N           status N, a one-line body
   GET  /reset              resets the stream (H3_REQUEST_REJECTED)
@@ -94,6 +95,11 @@ class Server(QuicConnectionProtocol):
         url = urlsplit(req.head.get(":path", "/"))
         method, path = req.head.get(":method"), url.path
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        if method == "POST" and path == "/early":
+            self.respond(sid, 413, b"too large\n")
+            self._quic.stop_stream(sid, ErrorCode.H3_NO_ERROR)
+            self.transmit()
+            return
         if method == "POST" and path in ("/echo-sha256", "/upload"):
             await req.ended.wait()
             if path == "/upload":
