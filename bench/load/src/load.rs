@@ -51,6 +51,9 @@ pub struct LoadArgs {
     /// Transfer mode: streams at once on the one connection
     #[arg(long, default_value_t = 1)]
     pub parallel: usize,
+    /// Threads of the load program (wrk's -t); the other subcommands run on one
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
 }
 
 pub async fn run(args: LoadArgs) -> anyhow::Result<()> {
@@ -476,6 +479,7 @@ mod tests {
             download: None,
             upload: None,
             parallel: 1,
+            threads: 1,
         }
     }
 
