@@ -30,6 +30,10 @@ use crate::target::client_config;
 /// where the other does not).
 const STREAM_WINDOW: u32 = 8 << 20;
 const CONNECTION_WINDOW: u32 = 32 << 20;
+/// HTTP/3's code for a connection closed with no error (RFC 9114 8.1).
+const H3_NO_ERROR: u32 = 0x100;
+/// How long closing an HTTP/3 connection waits for it to drain.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// An upload is sent in slices of this size.
 const UPLOAD_CHUNK: usize = 64 << 10;
 
@@ -274,6 +278,23 @@ impl Conn {
                     body_bytes,
                     content_length,
                 }))
+            }
+        }
+    }
+}
+
+impl Conn {
+    /// Closes the connection and waits (a moment at most) until the server
+    /// was told, so a closed-loop run leaves no connection behind on it to
+    /// time out during the next.
+    pub async fn close(self) {
+        match self {
+            // Its connection ends when its last sender is dropped.
+            Conn::H2(sender) => drop(sender),
+            Conn::H3(sender, endpoint) => {
+                drop(sender);
+                endpoint.close(H3_NO_ERROR.into(), b"");
+                let _ = tokio::time::timeout(CLOSE_WAIT, endpoint.wait_idle()).await;
             }
         }
     }

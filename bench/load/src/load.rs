@@ -141,8 +141,12 @@ async fn closed_loop(endpoint: &Endpoint, args: &LoadArgs) -> anyhow::Result<ser
         workers.spawn(worker(endpoint.clone(), conn, args.expect_bytes, stop));
     }
     let mut tally = Tally::default();
-    while let Some(t) = workers.join_next().await {
-        let t = t?;
+    let mut closing = tokio::task::JoinSet::new();
+    while let Some(done) = workers.join_next().await {
+        let (t, conn) = done?;
+        if let Some(conn) = conn {
+            closing.spawn(conn.close());
+        }
         tally.ok += t.ok;
         tally.non_2xx += t.non_2xx;
         tally.wrong_length += t.wrong_length;
@@ -154,6 +158,7 @@ async fn closed_loop(endpoint: &Endpoint, args: &LoadArgs) -> anyhow::Result<ser
         tally.last_done = tally.last_done.max(t.last_done);
     }
     let elapsed = tally.last_done.map_or(0.0, |t| (t - start).as_secs_f64());
+    closing.join_all().await;
     let samples = Samples::new(tally.latencies);
     Ok(json!({
         "protocol": protocol_name(endpoint),
@@ -178,7 +183,12 @@ async fn closed_loop(endpoint: &Endpoint, args: &LoadArgs) -> anyhow::Result<ser
 /// One connection: a request after another until `stop`; after an error,
 /// or the server's closing it, a new connection, and the worker ends when
 /// that cannot be had.
-async fn worker(endpoint: Endpoint, conn: Conn, expect: Option<u64>, stop: Instant) -> Tally {
+async fn worker(
+    endpoint: Endpoint,
+    conn: Conn,
+    expect: Option<u64>,
+    stop: Instant,
+) -> (Tally, Option<Conn>) {
     let mut tally = Tally::default();
     let mut conn = Some(conn);
     while Instant::now() < stop {
@@ -230,7 +240,7 @@ async fn worker(endpoint: Endpoint, conn: Conn, expect: Option<u64>, stop: Insta
             }
         }
     }
-    tally
+    (tally, conn)
 }
 
 /// `streams` GETs of `download` bytes each, or POSTs of `upload` bytes,
@@ -272,6 +282,7 @@ async fn transfer(
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    conn.close().await;
     Ok(json!({
         "protocol": protocol_name(endpoint),
         "direction": if download > 0 { "download" } else { "upload" },
