@@ -298,7 +298,7 @@ def parse_args(argv):
         p.error(f"{args.url}: give an https:// URL")
     if args.parallel < 1:
         p.error("--parallel must be at least 1")
-    if args.output and args.output != "-" and args.parallel > 1:
+    if args.output and args.parallel > 1:
         p.error("-o takes one response: leave it out with --parallel")
     if args.data_size is not None and args.data_size < 0:
         p.error("--data-size must be at least 0")

@@ -2,7 +2,7 @@
 """A small HTTP/3 server on aioquic, to check tests/h3client.py and
 calvin-bench's h3 load by hand (it is not calvin's edge).
 
-    h3server.py --cert PEM --key PEM [--listen 127.0.0.1:0]
+    h3server.py --cert PEM --key PEM [--listen 127.0.0.1:0] [--root DIR]
 
 Prints {"listening": "ADDR:PORT"} once bound. Serves:
 
@@ -11,10 +11,13 @@ Prints {"listening": "ADDR:PORT"} once bound. Serves:
   GET  /1k                 1,024 bytes of "x"
   POST /echo-sha256        reads the body; {"bytes": n, "sha256": hex}
   POST /upload             reads the body; "ok\\n"
+  POST /early              413 at once, and STOP_SENDING on the body
   GET  /sse?n=N&delay_ms=D N server-sent events, one each D ms
   GET  /status/N           status N, a one-line body
   GET  /reset              resets the stream (H3_REQUEST_REJECTED)
   GET  /close              closes the connection (H3_EXCESSIVE_LOAD)
+  GET  /NAME               with --root, the file DIR/NAME if there is one
+                           (bench/run's origin files: /1k, /big, /part)
   anything else            404
 """
 
@@ -22,6 +25,7 @@ import argparse
 import asyncio
 import hashlib
 import json
+import os
 import sys
 from urllib.parse import parse_qs, urlsplit
 
@@ -45,6 +49,9 @@ class Request:
 
 
 class Server(QuicConnectionProtocol):
+    # --root: the folder GET /NAME serves files from.
+    root = None
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.h3 = None
@@ -84,6 +91,22 @@ class Server(QuicConnectionProtocol):
         self.h3.send_data(sid, body, end_stream=end)
         self.transmit()
 
+    async def stream(self, sid, size, chunks):
+        """A 200 of `size` bytes from `chunks`, each handed to aioquic only
+        once most of the one before has gone out."""
+        self.h3.send_headers(sid, [(b":status", b"200"),
+                                   (b"content-type", b"application/octet-stream"),
+                                   (b"content-length", str(size).encode())])
+        sent = 0
+        for chunk in chunks:
+            sent += len(chunk)
+            self.h3.send_data(sid, chunk, end_stream=sent == size)
+            self.transmit()
+            await self.drained(sid)
+        if size == 0:
+            self.h3.send_data(sid, b"", end_stream=True)
+            self.transmit()
+
     async def drained(self, sid):
         sender = self._quic._streams[sid].sender
         while sender._buffer_stop - sender.highest_offset >= SEND_AHEAD:
@@ -94,6 +117,11 @@ class Server(QuicConnectionProtocol):
         url = urlsplit(req.head.get(":path", "/"))
         method, path = req.head.get(":method"), url.path
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        if method == "POST" and path == "/early":
+            self.respond(sid, 413, b"too large\n")
+            self._quic.stop_stream(sid, ErrorCode.H3_NO_ERROR)
+            self.transmit()
+            return
         if method == "POST" and path in ("/echo-sha256", "/upload"):
             await req.ended.wait()
             if path == "/upload":
@@ -104,21 +132,16 @@ class Server(QuicConnectionProtocol):
             return self.respond(sid, 200, b"x" * 1024)
         if path.startswith("/bytes/") and path[7:].isdigit():
             size = int(path[7:])
-            self.h3.send_headers(sid, [(b":status", b"200"),
-                                       (b"content-type", b"application/octet-stream"),
-                                       (b"content-length", str(size).encode())])
-            offset = 0
-            while offset < size:
-                n = min(CHUNK, size - offset)
-                start = offset % PERIOD
-                offset += n
-                self.h3.send_data(sid, PATTERN[start:start + n], end_stream=offset == size)
-                self.transmit()
-                await self.drained(sid)
-            if size == 0:
-                self.h3.send_data(sid, b"", end_stream=True)
-                self.transmit()
-            return
+            chunks = (PATTERN[o % PERIOD:o % PERIOD + min(CHUNK, size - o)]
+                      for o in range(0, size, CHUNK))
+            return await self.stream(sid, size, chunks)
+        name = path.lstrip("/")
+        if self.root and method == "GET" and name and "/" not in name and name != "..":
+            file = os.path.join(self.root, name)
+            if os.path.isfile(file):
+                with open(file, "rb") as f:
+                    size = os.fstat(f.fileno()).st_size
+                    return await self.stream(sid, size, iter(lambda: f.read(CHUNK), b""))
         if path == "/sse":
             n, delay = int(query.get("n", "5")), int(query.get("delay_ms", "100"))
             self.respond(sid, 200, ctype="text/event-stream", end=False)
@@ -146,7 +169,9 @@ async def main():
     p.add_argument("--cert", required=True)
     p.add_argument("--key", required=True)
     p.add_argument("--listen", default="127.0.0.1:0")
+    p.add_argument("--root", metavar="DIR", help="serve GET /NAME from DIR/NAME")
     args = p.parse_args()
+    Server.root = args.root
     host, port = args.listen.rsplit(":", 1)
     config = QuicConfiguration(is_client=False, alpn_protocols=H3_ALPN,
                                max_data=64 << 20, max_stream_data=16 << 20)

@@ -18,6 +18,9 @@
 //!   protocols first, so a tunnel only pipes their bytes (figure 9).
 //! - [`slowloris`]: slow heads and slow POST bodies, reopened as the
 //!   server closes them (figure 8).
+//! - [`load`]: closed-loop HTTP/2 or HTTP/3 GETs over N connections, and
+//!   large transfers over them (figures 1 and 2's h2 and h3 rows), on the
+//!   clients of [`h2h3`].
 //! - [`target`]: the HTTP/1.1 (+TLS) client they share; [`control`]: the
 //!   agent's control API; [`stats`]: percentiles.
 //!
@@ -29,7 +32,9 @@ pub mod agents;
 pub mod control;
 pub mod first200;
 pub mod fleet;
+pub mod h2h3;
 pub mod hyper_proxy;
+pub mod load;
 pub mod pipe;
 pub mod previews;
 pub mod rate;
@@ -55,6 +60,8 @@ pub struct Cli {
 pub enum Command {
     /// Open-loop GETs at a constant rate; latency from the scheduled time
     Rate(rate::RateArgs),
+    /// Closed-loop HTTP/2 or HTTP/3 GETs, or one large transfer over them
+    Load(load::LoadArgs),
     /// Time from the agent's preview call to the first 200 through the URL
     First200(first200::First200Args),
     /// Create then delete N previews on one agent; per-call latency
@@ -82,6 +89,7 @@ pub enum Command {
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Rate(args) => rate::run(args).await,
+        Command::Load(args) => load::run(args).await,
         Command::First200(args) => first200::run(args).await,
         Command::Previews(args) => previews::run(args).await,
         Command::Agents(args) => agents::run(args).await,

@@ -74,6 +74,7 @@ impl Target {
             Some(TlsConnector::from(Arc::new(client_config(
                 args.ca.as_deref(),
                 args.insecure,
+                &[b"http/1.1"],
             )?)))
         } else {
             None
@@ -152,7 +153,13 @@ where
     Ok(sender)
 }
 
-fn client_config(ca: Option<&Path>, insecure: bool) -> anyhow::Result<rustls::ClientConfig> {
+/// TLS for a client offering `alpn`: trusting the CA in `ca`, or any
+/// certificate when `insecure`.
+pub fn client_config(
+    ca: Option<&Path>,
+    insecure: bool,
+    alpn: &[&[u8]],
+) -> anyhow::Result<rustls::ClientConfig> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()?;
@@ -167,7 +174,7 @@ fn client_config(ca: Option<&Path>, insecure: bool) -> anyhow::Result<rustls::Cl
             .with_root_certificates(roots(path)?)
             .with_no_client_auth()
     };
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Ok(config)
 }
 
