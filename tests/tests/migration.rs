@@ -11,8 +11,13 @@
 //! (`ct zone set`, before conntrack, both ways): the next packet is a new
 //! flow there and takes the new rule, with no `conntrack -D` (no tool to
 //! install) and in one atomic nft transaction. The edge is
-//! `calvin-edge serve` in this namespace, so its log and `/metrics` are
-//! what an operator reads; curl plays the visitor.
+//! `calvin-edge serve` on this side of the link, so its log and
+//! `/metrics` are what an operator reads; curl plays the visitor.
+//!
+//! The throttled visitor keeps the agent waiting on the edge's
+//! flow-control window most of the time, sending nothing: its path probe
+//! (the agent's `path_probe`) is what gets it heard on the new path before
+//! the edge's liveness watch gives up on it.
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
