@@ -343,6 +343,54 @@ async fn a_download_goes_on_byte_exact_while_the_agents_port_then_address_change
     assert_eq!(after.status, 200, "{}", after.text());
 }
 
+/// A request waiting on the dev server when the NAT rebinds: the agent
+/// sends nothing while it waits and the edge's packets go to the old
+/// port, so only the agent's path probe gets it heard on the new one
+/// before the edge's liveness watch (1 s) would answer the visitor 502.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_waiting_on_the_dev_server_survives_a_port_change() {
+    let Some(link) =
+        Moving::start("a_request_waiting_on_the_dev_server_survives_a_port_change").await
+    else {
+        return;
+    };
+    assert_eq!(link.get("/hello", &[]).await.status, 200);
+    let before = link.origin.requests();
+    let waiting = {
+        let url = format!("{}/slow?ms=4000", link.url);
+        let (ca, resolve) = (link.ca.clone(), link.resolve.clone());
+        tokio::spawn(async move { curl(&ca, &["--resolve", &resolve, &url]).await })
+    };
+    link.origin.has_seen(before + 1).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    nat(
+        &link.ns,
+        link.quic,
+        2,
+        &format!("{}:{SECOND_PORT}", link.ns.ns_ip),
+    );
+    let lines = changes(&link, 1).await;
+    assert!(
+        !waiting.is_finished(),
+        "the request ended before the move was seen"
+    );
+    let out = waiting.await.expect("request task");
+    assert_eq!(
+        (out.status, out.text().as_str()),
+        (200, "slow\n"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(link.origin.requests(), before + 1, "nothing was retried");
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    let agent = link.agent_series().await;
+    assert_eq!(
+        value(&agent, "calvin_agent_reconnects_total"),
+        0.0,
+        "{agent:?}"
+    );
+}
+
 /// A move whose new path never answers (the old mapping is gone too):
 /// the edge tries it, the agent hears nothing more on that connection and
 /// reconnects at its idle timeout, on a new socket whose flow the NAT
