@@ -50,7 +50,7 @@ struct Moving {
     edge: ServeEdge,
     /// The edge's QUIC address, as the agent dials it.
     quic: SocketAddr,
-    _agent: Process,
+    agent: Process,
     origin: Origin,
     /// The agent's `/metrics`, in the namespace.
     agent_metrics: String,
@@ -132,7 +132,7 @@ token = "{token}"
             ns,
             edge,
             quic,
-            _agent: agent,
+            agent,
             origin,
             agent_metrics,
             url: created.url,
@@ -339,8 +339,29 @@ async fn a_download_goes_on_byte_exact_while_the_agents_port_then_address_change
     let edge = link.edge.metrics().await;
     assert_eq!(value(&edge, "calvin_edge_agent_path_changes_total"), 2.0);
     assert_eq!(value(&edge, "calvin_edge_agents_connected"), 1.0);
+    assert!(
+        edge.contains_key(r#"calvin_edge_agent_rtt_seconds{stat="min"}"#),
+        "{edge:?}"
+    );
     let after = link.get("/hello", &[]).await;
     assert_eq!(after.status, 200, "{}", after.text());
+
+    // The connection's entry, with the address it was last seen at, goes
+    // when it ends: no agent's path is read any more.
+    link.agent.signal("TERM").await;
+    let gone = eventually(Duration::from_secs(5), || async {
+        let m = link.edge.metrics().await;
+        (m.get("calvin_edge_agents_connected") == Some(&0.0)).then_some(m)
+    })
+    .await
+    .expect("the agent leaves");
+    assert!(
+        !gone
+            .keys()
+            .any(|k| k.starts_with("calvin_edge_agent_rtt_seconds")),
+        "{gone:?}"
+    );
+    assert_eq!(value(&gone, "calvin_edge_agent_path_changes_total"), 2.0);
 }
 
 /// A request waiting on the dev server when the NAT rebinds: the agent
