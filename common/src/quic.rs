@@ -16,7 +16,8 @@ pub fn provider() -> Arc<CryptoProvider> {
 pub const AGENT_STREAMS: u32 = 4;
 
 /// The QUIC transport both sides use: the protocol's keep-alive and idle
-/// timeout, `bidi_streams` streams the peer may open, no uni streams.
+/// timeout, `bidi_streams` streams the peer may open, no uni streams, and
+/// a small buffer for the probe datagrams neither side reads.
 ///
 /// On a `loopback` path (agent and edge on one machine) packets start and
 /// stay at 9,000 bytes and may grow to the loopback MTU, without GSO: the
@@ -30,7 +31,8 @@ pub fn transport_config(bidi_streams: u32, loopback: bool) -> quinn::TransportCo
         .keep_alive_interval(Some(calvin_proto::KEEP_ALIVE_INTERVAL))
         .max_idle_timeout(quinn::IdleTimeout::try_from(calvin_proto::IDLE_TIMEOUT).ok())
         .max_concurrent_bidi_streams(bidi_streams.into())
-        .max_concurrent_uni_streams(0u32.into());
+        .max_concurrent_uni_streams(0u32.into())
+        .datagram_receive_buffer_size(Some(DATAGRAM_BUFFER));
     if loopback {
         let mut mtu = quinn::MtuDiscoveryConfig::default();
         mtu.upper_bound(LOOPBACK_MAX_MTU);
@@ -61,6 +63,14 @@ pub fn agent_transport_config(loopback: bool) -> quinn::TransportConfig {
     transport.ack_frequency_config(Some(ack));
     transport
 }
+
+/// Datagrams received and not read, in bytes (with quinn's overhead,
+/// about 40 bytes for a one-byte datagram). Neither side reads datagrams:
+/// each is a probe, sent only to be acknowledged (the edge's liveness watch
+/// and the agent's path probe). quinn keeps them until this is full, then
+/// drops the oldest; its default, 1.25 MB, is a megabyte per connection
+/// that nobody reads.
+const DATAGRAM_BUFFER: usize = 1024;
 
 /// QUIC packet sizes on loopback: the floor and start, and the most MTU
 /// discovery tries (UDP's largest payload over IPv4).

@@ -504,13 +504,20 @@ impl Edge {
         let (routes, hub, rates) = (self.routes.clone(), self.hub.clone(), self.rates.clone());
         let every = (self.hub.upstream.idle_timeout / 2)
             .clamp(Duration::from_millis(500), Duration::from_secs(30));
+        // And every second, the agents' connections whose path changed.
         let sweeper = tokio::spawn(async move {
             let mut every = tokio::time::interval(every);
+            let mut paths = tokio::time::interval(tunnel::PATH_SWEEP);
+            paths.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                every.tick().await;
-                routes.sweep(|upstream| upstream.expire_idle());
-                hub.guesses.sweep();
-                rates.sweep();
+                tokio::select! {
+                    _ = every.tick() => {
+                        routes.sweep(|upstream| upstream.expire_idle());
+                        hub.guesses.sweep();
+                        rates.sweep();
+                    }
+                    _ = paths.tick() => hub.follow_paths(),
+                }
             }
         });
         let keeper = tokio::spawn(self.certificates.keep(

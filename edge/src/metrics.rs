@@ -125,6 +125,8 @@ struct CountsInner {
     handshakes: [Counter; HandshakeFailure::ALL.len()],
     /// By [`DNS_ANSWERS`].
     dns: [Counter; DNS_ANSWERS.len()],
+    /// Agents' connections that moved to another path.
+    agent_path_changes: Counter,
 }
 
 impl Default for CountsInner {
@@ -138,6 +140,7 @@ impl Default for CountsInner {
             refusals: Default::default(),
             handshakes: Default::default(),
             dns: Default::default(),
+            agent_path_changes: Counter::default(),
         }
     }
 }
@@ -202,6 +205,14 @@ impl Counts {
         let Some(c) = self.on() else { return };
         if let Some(i) = HandshakeFailure::ALL.iter().position(|h| *h == why) {
             c.handshakes[i].inc();
+        }
+    }
+
+    /// An agent's connection moved to another path (its address or port
+    /// changed; see [`crate::tunnel`]).
+    pub fn agent_path_changed(&self) {
+        if let Some(c) = self.on() {
+            c.agent_path_changes.inc();
         }
     }
 
@@ -360,7 +371,13 @@ impl Collector for Counts {
                 .iter()
                 .zip(&c.dns)
                 .map(|(answer, n)| ([("answer", *answer)], n)),
-        )
+        )?;
+        c.agent_path_changes.encode(encoder.encode_descriptor(
+            "agent_path_changes",
+            "Agents' connections that moved to another address or port (QUIC migration: a NAT that rebound, a network change)",
+            None,
+            MetricType::Counter,
+        )?)
     }
 }
 
@@ -568,6 +585,8 @@ mod tests {
         counts.handshake_failed(HandshakeFailure::AgentBadToken);
         counts.dns_answered("nxdomain");
         counts.dns_answered("badvers");
+        counts.agent_path_changed();
+        counts.agent_path_changed();
         let text = metrics.encode();
         let expect = [
             (
@@ -611,6 +630,7 @@ mod tests {
             ),
             (r#"calvin_edge_dns_queries_total{answer="nxdomain"}"#, 1.0),
             (r#"calvin_edge_dns_queries_total{answer="other"}"#, 1.0),
+            ("calvin_edge_agent_path_changes_total", 2.0),
             ("calvin_edge_agents_connected", 2.0),
             ("calvin_edge_previews_online", 3.0),
             ("calvin_edge_open_streams", 1.0),

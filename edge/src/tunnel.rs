@@ -2,7 +2,7 @@
 //! then open and close requests on the control stream.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -61,8 +61,17 @@ pub(crate) struct AgentHub {
 /// those that ended.
 #[derive(Default)]
 pub(crate) struct Connections {
-    open: HashMap<usize, quinn::Connection>,
+    open: HashMap<usize, OpenConnection>,
     lost_by_ended: u64,
+}
+
+/// An agent's connection, the address its packets came from when last
+/// looked at (see [`AgentHub::follow_paths`]), and its span, for what is
+/// logged about it from outside its task.
+struct OpenConnection {
+    conn: quinn::Connection,
+    remote: SocketAddr,
+    span: tracing::Span,
 }
 
 impl AgentHub {
@@ -74,17 +83,49 @@ impl AgentHub {
         let rtts = connections
             .open
             .values()
-            .map(|conn| {
-                lost += conn.stats().path.lost_packets;
-                conn.rtt()
+            .map(|open| {
+                lost += open.conn.stats().path.lost_packets;
+                open.conn.rtt()
             })
             .collect();
         (rtts, lost)
     }
 
+    /// Logs and counts each agent connection whose path changed since the
+    /// last call: its packets now come from another address or port (a
+    /// NAT that rebound it, a laptop that moved to another network), and
+    /// QUIC moved the connection there (migration, which the edge's
+    /// server configuration allows). quinn tells of no such event, so the
+    /// sweeper calls this about every second ([`PATH_SWEEP`]): one lock,
+    /// and a look at each connection's address. A change back and forth
+    /// within one interval goes unseen.
+    pub fn follow_paths(&self) {
+        let mut moved = Vec::new();
+        {
+            let mut connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
+            for open in connections.open.values_mut() {
+                let now = open.conn.remote_address();
+                if now != open.remote {
+                    moved.push((open.span.clone(), open.remote, now));
+                    open.remote = now;
+                }
+            }
+        }
+        for (span, from, to) in moved {
+            self.counts.agent_path_changed();
+            span.in_scope(|| info!(%from, %to, "agent path changed"));
+        }
+    }
+
+    /// Called in the agent's span.
     fn connection_opened(&self, conn: &quinn::Connection) {
+        let open = OpenConnection {
+            conn: conn.clone(),
+            remote: conn.remote_address(),
+            span: tracing::Span::current(),
+        };
         let mut connections = self.connections.lock().unwrap_or_else(|e| e.into_inner());
-        connections.open.insert(conn.stable_id(), conn.clone());
+        connections.open.insert(conn.stable_id(), open);
     }
 
     fn connection_ended(&self, conn: &quinn::Connection) {
@@ -102,6 +143,10 @@ impl AgentHub {
             .sum()
     }
 }
+
+/// How often the edge looks whether an agent's connection moved to
+/// another path (see [`AgentHub::follow_paths`]).
+pub(crate) const PATH_SWEEP: Duration = Duration::from_secs(1);
 
 /// Accepts agents until `stop` turns true. Connections already made stay
 /// up (they carry in-flight requests); the caller closes the endpoint.

@@ -168,6 +168,30 @@ impl Netns {
         self.exec(&["nft", "list", "ruleset"])
     }
 
+    /// Adds a second address to the namespace's end of the link, with a
+    /// route to it from this side, and returns it: 10.128.0.0/10 and the
+    /// rest as [`Netns::ns_ip`], so distinct per namespace too. It goes
+    /// with the link when the namespace is removed.
+    pub fn add_address(&self) -> Ipv4Addr {
+        let [a, b, c, d] = self.ns_ip.octets();
+        let second = Ipv4Addr::new(a, 0x80 | (b & 0x3f), c, d);
+        let cidr = format!("{second}/32");
+        self.exec(&["ip", "addr", "add", &cidr, "dev", &self.ns_if]);
+        run("ip", &["route", "add", &cidr, "dev", &self.host_if], None);
+        second
+    }
+
+    /// The local ports of the UDP sockets open in the namespace.
+    pub fn udp_ports(&self) -> Vec<u16> {
+        self.exec(&["ss", "-Huan"])
+            .lines()
+            .filter_map(|line| {
+                let local = line.split_whitespace().nth(3)?;
+                local.rsplit_once(':')?.1.parse().ok()
+            })
+            .collect()
+    }
+
     /// Sets the MTU of both ends of the link.
     pub fn set_mtu(&self, mtu: u16) {
         let mtu = mtu.to_string();

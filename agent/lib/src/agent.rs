@@ -264,6 +264,7 @@ impl Agent {
                 let keep_alive = link.edge.timing().keep_alive;
                 let reason = tokio::select! {
                     reason = link.conn.closed() => reason.to_string(),
+                    never = crate::path_probe::keep_path_open(&link.conn) => match never {},
                     silent = edge_silent(&link.conn, keep_alive), if watch_silence => {
                         link.conn.close(close_code::UNRESPONSIVE.into(), b"the edge went silent");
                         format!("the edge answered nothing for {} ms", silent.as_millis())

@@ -23,6 +23,7 @@ pub mod control_api;
 mod forward;
 pub mod inspector;
 pub mod metrics;
+mod path_probe;
 pub mod probe;
 pub mod refusals;
 pub mod request_log;
