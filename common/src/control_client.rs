@@ -9,7 +9,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
 
-use calvin_proto::control::{ApiError, PreviewRequest};
+use calvin_proto::control::{ApiError, PreviewRequest, ProtectRequest};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -63,6 +63,8 @@ impl ControlClient {
             name,
             ttl_secs: None,
             probe: None,
+            protect: None,
+            expires_secs: None,
         })
         .await
     }
@@ -87,6 +89,18 @@ impl ControlClient {
     pub async fn replay(&self, name: &str, id: u64) -> Result<Answer, ClientError> {
         let path = format!("/v1/previews/{name}/requests/{id}/replay");
         self.call(Method::POST, &path, Vec::new()).await
+    }
+
+    /// `POST /v1/previews/{name}/protect`: protect it (or, with `off`,
+    /// not) and make a fresh share link.
+    pub async fn protect(
+        &self,
+        name: &str,
+        request: &ProtectRequest,
+    ) -> Result<Answer, ClientError> {
+        let body = serde_json::to_vec(request).unwrap_or_default();
+        let path = format!("/v1/previews/{name}/protect");
+        self.call(Method::POST, &path, body).await
     }
 
     pub async fn unpreview(&self, name: &str) -> Result<Answer, ClientError> {

@@ -552,6 +552,9 @@ impl ConfigFile {
             accounts,
             limits: self.limits,
             reset_key: state_files::decode_hex32(&reset_path, &reset_hex)?,
+            share_key: state_files::load_or_make_key(
+                &self.state_dir.join(crate::share::SHARE_KEY_FILE),
+            )?,
             restarted,
         })
     }

@@ -26,7 +26,8 @@ use serde::{Deserialize, Serialize};
 use time::{Duration, OffsetDateTime};
 
 use crate::state_files::{
-    FileError, decode_hex32, load_or_make_secret, read_optional, write_private, write_public,
+    FileError, decode_hex32, load_or_make_key, load_or_make_secret, read_optional, write_private,
+    write_public,
 };
 use crate::tls::{TlsError, TlsMaterial};
 use crate::{Certificates, Edge, Limits, Listen, ListenerKind, PlainHttp, Settings, StartError};
@@ -174,6 +175,7 @@ impl DevArgs {
                 ..Limits::default()
             },
             reset_key: state.reset_key,
+            share_key: state.share_key,
             restarted: !state.new_ca,
             cluster: None,
         }
@@ -335,6 +337,8 @@ pub struct DevState {
     pub tls: TlsMaterial,
     pub token: String,
     pub reset_key: [u8; 32],
+    /// Protected previews' share tokens are made with it.
+    pub share_key: [u8; 32],
     /// This start made a new CA: clients must trust the new `ca.pem`.
     pub new_ca: bool,
 }
@@ -475,12 +479,14 @@ pub fn load_or_create(dir: &Path, domain: &str) -> Result<DevState, DevError> {
     let token = load_or_make_secret(&dir.join(TOKEN_FILE))?;
     let reset_hex = load_or_make_secret(&dir.join(RESET_KEY_FILE))?;
     let reset_key = decode_hex32(&dir.join(RESET_KEY_FILE), &reset_hex)?;
+    let share_key = load_or_make_key(&dir.join(crate::share::SHARE_KEY_FILE))?;
     drop(making);
     Ok(DevState {
         dir: dir.to_owned(),
         tls,
         token,
         reset_key,
+        share_key,
         new_ca,
     })
 }
@@ -561,6 +567,7 @@ mod tests {
             (LEAF_KEY_FILE, 0o600),
             (TOKEN_FILE, 0o600),
             (RESET_KEY_FILE, 0o600),
+            (crate::share::SHARE_KEY_FILE, 0o600),
             (CA_FILE, 0o644),
         ] {
             let meta = fs::metadata(state.join(file)).unwrap();
@@ -573,6 +580,7 @@ mod tests {
         let second = load_or_create(&state, "preview.localhost").unwrap();
         assert_eq!(second.token, first.token);
         assert_eq!(second.reset_key, first.reset_key);
+        assert_eq!(second.share_key, first.share_key);
         assert_eq!(fs::read(state.join(CA_FILE)).unwrap(), ca);
         assert_eq!(fs::read(state.join(LEAF_FILE)).unwrap(), leaf);
 

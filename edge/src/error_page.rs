@@ -3,7 +3,9 @@
 
 use bytes::Bytes;
 use calvin_proto::{Port, PreviewName};
-use http::header::{ACCEPT, CACHE_CONTROL, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use http::header::{
+    ACCEPT, CACHE_CONTROL, CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE,
+};
 use http::{HeaderMap, Response, StatusCode};
 use http_body_util::Full;
 
@@ -60,11 +62,19 @@ pub enum EdgeError {
     NotBackYet(PreviewName),
     /// The preview was made with a time to live, which is over.
     Ended(PreviewName),
+    /// The preview is protected and the request holds no share token.
+    ShareTokenMissing(PreviewName),
+    /// The preview is protected and the request's share token is not one
+    /// for it (altered, another preview's, revoked).
+    ShareTokenInvalid(PreviewName),
+    /// The preview is protected and the request's share token is past its
+    /// expiry.
+    ShareTokenExpired(PreviewName),
 }
 
 impl EdgeError {
     /// Every [`code`](Self::code), in the order of the variants.
-    pub const CODES: [&'static str; 20] = [
+    pub const CODES: [&'static str; 23] = [
         "not-a-preview",
         "unknown-preview",
         "agent-offline",
@@ -85,12 +95,18 @@ impl EdgeError {
         "edge-stopping",
         "not-back-yet",
         "preview-ended",
+        "share-token-missing",
+        "share-token-invalid",
+        "share-token-expired",
     ];
 
     pub fn status(&self) -> StatusCode {
         match self {
             Self::NotAPreview | Self::UnknownName(_) => StatusCode::NOT_FOUND,
             Self::Ended(_) => StatusCode::GONE,
+            Self::ShareTokenMissing(_)
+            | Self::ShareTokenInvalid(_)
+            | Self::ShareTokenExpired(_) => StatusCode::UNAUTHORIZED,
             Self::AgentOffline(_) | Self::NotListening(..) | Self::BadGateway(..) => {
                 StatusCode::BAD_GATEWAY
             }
@@ -119,7 +135,10 @@ impl EdgeError {
             | Self::BadGateway(n, _)
             | Self::AccountBusy(n, _)
             | Self::NotBackYet(n)
-            | Self::Ended(n) => Some(n),
+            | Self::Ended(n)
+            | Self::ShareTokenMissing(n)
+            | Self::ShareTokenInvalid(n)
+            | Self::ShareTokenExpired(n) => Some(n),
             _ => None,
         }
     }
@@ -147,6 +166,9 @@ impl EdgeError {
             Self::Stopping => "edge-stopping",
             Self::NotBackYet(_) => "not-back-yet",
             Self::Ended(_) => "preview-ended",
+            Self::ShareTokenMissing(_) => "share-token-missing",
+            Self::ShareTokenInvalid(_) => "share-token-invalid",
+            Self::ShareTokenExpired(_) => "share-token-expired",
         }
     }
 
@@ -199,6 +221,15 @@ impl EdgeError {
             Self::Ended(n) => format!(
                 "this preview has ended: {n} was made to last a set time, which is over"
             ),
+            Self::ShareTokenMissing(n) => format!(
+                "preview {n} is private: open it with the share link from the person who shared it"
+            ),
+            Self::ShareTokenInvalid(n) => format!(
+                "preview {n} is private and this link does not open it (it was changed, is for another preview, or was revoked): ask the person who shared it for a new share link"
+            ),
+            Self::ShareTokenExpired(n) => format!(
+                "preview {n} is private and this share link has expired: ask the person who shared it for a new one"
+            ),
         }
     }
 
@@ -227,6 +258,12 @@ impl EdgeError {
         h.insert(ERROR_HEADER, HeaderValue::from_static(self.code()));
         if let Some(secs) = self.retry_after() {
             h.insert(RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if status == StatusCode::UNAUTHORIZED {
+            h.insert(
+                WWW_AUTHENTICATE,
+                HeaderValue::from_static(r#"Bearer realm="calvin""#),
+            );
         }
         if let Ok(id) = HeaderValue::from_str(request_id) {
             h.insert(REQUEST_ID_HEADER, id);
@@ -373,6 +410,9 @@ mod tests {
             EdgeError::Stopping,
             EdgeError::NotBackYet(n.clone()),
             EdgeError::Ended(n.clone()),
+            EdgeError::ShareTokenMissing(n.clone()),
+            EdgeError::ShareTokenInvalid(n.clone()),
+            EdgeError::ShareTokenExpired(n.clone()),
         ];
         let codes: Vec<&str> = every.iter().map(EdgeError::code).collect();
         assert_eq!(codes, EdgeError::CODES);

@@ -8,7 +8,8 @@
 //!   caps, checked at start; [`config`] reads them from `edge.toml`, [`dev`]
 //!   makes them for one machine.
 //! - [`route_table::RouteTable`]: names, their owners and their upstreams.
-//! - [`proxy`]: per-request routing, [`rewrite`] its header rewriting;
+//! - [`proxy`]: per-request routing, [`rewrite`] its header rewriting,
+//!   [`share`] the share-token check of protected previews;
 //!   [`upstream`]: the
 //!   pooled HTTP/1.1-over-QUIC connections; [`tunnel`]: the agents' side.
 //! - [`dns`]: the zone's authoritative DNS; [`acme`]: its certificate;
@@ -43,6 +44,7 @@ mod rewind;
 pub mod rewrite;
 pub mod route_table;
 mod settings;
+pub mod share;
 mod state_files;
 pub mod tls;
 pub mod tunnel;
@@ -256,6 +258,11 @@ impl Edge {
                 .unwrap_or_else(|| default_url_template(&domain, https_addr)),
         };
 
+        let share_key = Arc::new(share::ShareKey::new(&settings.share_key));
+        #[cfg(feature = "cluster")]
+        if let Some((store, _)) = &cluster {
+            cluster::follow_share_key(store.clone(), share_key.clone(), settings.share_key).await;
+        }
         let hub = Arc::new(AgentHub {
             routes: routes.clone(),
             accounts,
@@ -281,6 +288,7 @@ impl Edge {
             account_streams: dashmap::DashMap::new(),
             connections: Default::default(),
             counts: counts.clone(),
+            share_key,
             #[cfg(feature = "cluster")]
             store: cluster.as_ref().map(|(store, _)| store.clone()),
         });

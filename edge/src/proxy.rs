@@ -28,6 +28,7 @@ use crate::request_log::{self, AccessRecord, Counted, Finish, RequestId};
 pub use crate::rewrite::Scheme;
 use crate::rewrite::{drop_zone_cookies, requested_upgrade, rewrite_request, strip_hop_by_hop};
 use crate::route_table::{Lookup, RouteTable};
+use crate::share;
 use crate::upstream::{self, Outgoing, ResponseBody, SendFailed, Upstream, UpstreamError, Waiting};
 
 /// What the edge answers with: an origin's streaming body or its own page,
@@ -404,6 +405,11 @@ impl Proxy {
         };
         if traced.wants_preview {
             traced.preview = Some(name.to_string());
+        }
+        if let Some(protection) = upstream.protection()
+            && let share::Admitted::Redirect(to) = protection.admit(&mut req, &name)?
+        {
+            return Ok(to.map(Either::Right));
         }
 
         let upgrade = requested_upgrade(&req);

@@ -32,6 +32,10 @@ pub struct Settings {
     /// Keys QUIC stateless resets: kept across restarts, so agents of a
     /// crashed edge learn at once that their connection is gone.
     pub reset_key: [u8; 32],
+    /// Makes and checks protected previews' share tokens (see
+    /// [`crate::share`]); kept across restarts, so links stay valid. In a
+    /// cluster, the cluster's key (in etcd) is used instead.
+    pub share_key: [u8; 32],
     /// Whether an edge ran on this state before: its agents may be
     /// reconnecting, and for `reconnect_wait_secs` a request for a name not
     /// claimed yet waits for it rather than answering "no such preview".

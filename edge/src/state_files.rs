@@ -39,6 +39,13 @@ pub fn load_or_make_secret(path: &Path) -> Result<String, FileError> {
     Ok(secret)
 }
 
+/// The 32-byte key in `path` (64 hex digits), or a new random one
+/// written there 0600.
+pub fn load_or_make_key(path: &Path) -> Result<[u8; 32], FileError> {
+    let hex = load_or_make_secret(path)?;
+    decode_hex32(path, &hex)
+}
+
 /// 64 hex digits read from `path` as 32 bytes.
 pub fn decode_hex32(path: &Path, hex: &str) -> Result<[u8; 32], FileError> {
     let corrupt = || FileError::Corrupt {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use calvin_proto::io::{read_frame, write_frame};
 use calvin_proto::{
     AgentMessage, EdgeMessage, ErrorCode, Failure, Hello, PROTOCOL_VERSION, Port, Preview,
-    PreviewName, Rejected, Welcome,
+    PreviewName, Rejected, SHARE_DEFAULT_SECS, SHARE_MAX_SECS, SHARE_MIN_SECS, ShareSalt, Welcome,
 };
 use tokio::sync::watch;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -23,6 +23,7 @@ use crate::http3::Http3;
 type Claim = std::convert::Infallible;
 use crate::metrics::{Counts, HandshakeFailure};
 use crate::route_table::{ClaimError, RouteId, RouteTable};
+use crate::share::{Protection, ShareKey};
 use crate::upstream::{AgentLink, Upstream, UpstreamSettings};
 
 /// QUIC application close codes (a wire fact, in proto).
@@ -51,6 +52,9 @@ pub(crate) struct AgentHub {
     /// from one to the other half done (the counter would go down).
     pub connections: std::sync::Mutex<Connections>,
     pub counts: Counts,
+    /// What protected previews' share tokens are made and checked with
+    /// (the cluster's, in a cluster).
+    pub share_key: Arc<ShareKey>,
     /// The cluster's store, when this edge is one of several: names are
     /// claimed there first (see [`crate::cluster`]).
     #[cfg(feature = "cluster")]
@@ -292,6 +296,7 @@ async fn serve_agent(hub: Arc<AgentHub>, conn: quinn::Connection) {
         link,
         account,
         held: HashMap::new(),
+        protected: HashMap::new(),
         control_rate: governor::RateLimiter::direct(
             governor::Quota::per_second(
                 std::num::NonZeroU32::new(CONTROL_PER_SECOND).unwrap_or(std::num::NonZeroU32::MIN),
@@ -413,6 +418,8 @@ struct Session {
     /// The names it serves: their binding here, and their claim in the
     /// cluster's store when there is one.
     held: HashMap<PreviewName, (RouteId, Option<Claim>)>,
+    /// The salts of those that are protected.
+    protected: HashMap<PreviewName, ShareSalt>,
     /// Control messages this agent may still send at once.
     control_rate: governor::DefaultDirectRateLimiter,
 }
@@ -431,7 +438,12 @@ impl Session {
         let mut rejected = Vec::new();
         for preview in previews {
             let opened = self
-                .open(Some(preview.name.clone()), preview.port, preview.ttl_secs)
+                .open(
+                    Some(preview.name.clone()),
+                    preview.port,
+                    preview.ttl_secs,
+                    preview.protect,
+                )
                 .await;
             match opened {
                 Ok(p) => restored.push(p),
@@ -489,7 +501,8 @@ impl Session {
                     port,
                     name,
                     ttl_secs,
-                } => match self.open(name, port, ttl_secs).await {
+                    protect,
+                } => match self.open(name, port, ttl_secs, protect).await {
                     Ok(preview) => EdgeMessage::Opened { id, preview },
                     Err(failure) => EdgeMessage::Error {
                         id: Some(id),
@@ -498,6 +511,22 @@ impl Session {
                 },
                 AgentMessage::Close { id, name } => match self.close(&name).await {
                     Ok(()) => EdgeMessage::Closed { id, name },
+                    Err(failure) => EdgeMessage::Error {
+                        id: Some(id),
+                        failure,
+                    },
+                },
+                AgentMessage::ShareLink {
+                    id,
+                    name,
+                    expires_secs,
+                } => match self.share_link(&name, expires_secs) {
+                    Ok((token, expires_unix)) => EdgeMessage::Shared {
+                        id,
+                        name,
+                        token,
+                        expires_unix,
+                    },
                     Err(failure) => EdgeMessage::Error {
                         id: Some(id),
                         failure,
@@ -514,13 +543,45 @@ impl Session {
         }
     }
 
+    /// A share token for the protected preview `name`, valid for
+    /// `expires_secs`: (token, expiry in Unix seconds).
+    fn share_link(
+        &self,
+        name: &PreviewName,
+        expires_secs: Option<u32>,
+    ) -> Result<(String, u64), Failure> {
+        let secs = expires_secs.unwrap_or(SHARE_DEFAULT_SECS);
+        if !(SHARE_MIN_SECS..=SHARE_MAX_SECS).contains(&secs) {
+            return Err(Failure::new(
+                ErrorCode::Protocol,
+                format!("expires_secs must be from {SHARE_MIN_SECS} to {SHARE_MAX_SECS}"),
+            ));
+        }
+        if !self.held.contains_key(name) {
+            return Err(Failure::new(
+                ErrorCode::UnknownName,
+                format!("this agent has no preview named {name}"),
+            ));
+        }
+        let salt = self.protected.get(name).ok_or_else(|| {
+            Failure::new(
+                ErrorCode::Protocol,
+                format!("preview {name} is not protected: it needs no share link"),
+            )
+        })?;
+        let protection = Protection::new(self.hub.share_key.clone(), salt.clone());
+        Ok(protection.mint(name, secs))
+    }
+
     /// Binds a name for the agent; with `ttl_secs`, the preview ends
-    /// that many seconds from now (see [`RouteTable::set_ends`]).
+    /// that many seconds from now (see [`RouteTable::set_ends`]); with
+    /// `protect`, only visitors with a share token get through.
     async fn open(
         &mut self,
         name: Option<PreviewName>,
         port: Port,
         ttl_secs: Option<u32>,
+        protect: Option<ShareSalt>,
     ) -> Result<Preview, Failure> {
         if ttl_secs.is_some_and(|ttl| !(1..=MAX_TTL_SECS).contains(&ttl)) {
             return Err(Failure::new(
@@ -532,27 +593,42 @@ impl Session {
             ttl_secs.map(|ttl| std::time::SystemTime::now() + Duration::from_secs(ttl.into()));
         #[cfg(feature = "cluster")]
         let name = match self.hub.store.clone() {
-            Some(store) => self.open_in_cluster(&store, name, port, ends).await?,
-            None => self.open_here(name, port)?,
+            Some(store) => {
+                self.open_in_cluster(&store, name, port, ends, protect.clone())
+                    .await?
+            }
+            None => self.open_here(name, port, protect.clone())?,
         };
         #[cfg(not(feature = "cluster"))]
-        let name = self.open_here(name, port)?;
-        debug!(%name, %port, "preview opened");
+        let name = self.open_here(name, port, protect.clone())?;
+        debug!(%name, %port, protected = protect.is_some(), "preview opened");
         self.hub.routes.set_ends(&name, ends.map(instant_at));
+        match &protect {
+            Some(salt) => self.protected.insert(name.clone(), salt.clone()),
+            None => self.protected.remove(&name),
+        };
         Ok(Preview {
             name,
             port,
             ttl_secs,
+            protect,
         })
     }
 
     /// An edge on its own: its table decides who has the name.
-    fn open_here(&mut self, name: Option<PreviewName>, port: Port) -> Result<PreviewName, Failure> {
+    fn open_here(
+        &mut self,
+        name: Option<PreviewName>,
+        port: Port,
+        protect: Option<ShareSalt>,
+    ) -> Result<PreviewName, Failure> {
+        let key = &self.hub.share_key;
         let (name, id) = self
             .hub
             .routes
             .claim(name, &self.account, |name, _| {
-                Upstream::new(name.clone(), port, self.link.clone())
+                let protection = protect.map(|salt| Protection::new(key.clone(), salt));
+                Upstream::new(name.clone(), port, self.link.clone(), protection)
             })
             .map_err(claim_failure)?;
         self.held.insert(name.clone(), (id, None));
@@ -568,6 +644,7 @@ impl Session {
         name: Option<PreviewName>,
         port: Port,
         ends: Option<std::time::SystemTime>,
+        protect: Option<ShareSalt>,
     ) -> Result<PreviewName, Failure> {
         let routes = &self.hub.routes;
         routes
@@ -576,7 +653,7 @@ impl Session {
         let (name, claim) = match name {
             Some(name) => {
                 let claim = store
-                    .claim(&name, &self.account, port, ends)
+                    .claim(&name, &self.account, port, ends, protect.clone())
                     .await
                     .map_err(store_failure)?;
                 (name, claim)
@@ -588,7 +665,10 @@ impl Session {
                     if routes.changed(&name).is_some() {
                         continue;
                     }
-                    match store.claim(&name, &self.account, port, ends).await {
+                    match store
+                        .claim(&name, &self.account, port, ends, protect.clone())
+                        .await
+                    {
                         Ok(claim) => {
                             fresh = Some((name, claim));
                             break;
@@ -601,8 +681,9 @@ impl Session {
             }
         };
         let link = self.link.clone();
+        let protection = protect.map(|salt| Protection::new(self.hub.share_key.clone(), salt));
         let bound = routes.claim_granted(name.clone(), &self.account, |name, _| {
-            Upstream::new(name.clone(), port, link)
+            Upstream::new(name.clone(), port, link, protection)
         });
         match bound {
             Ok(id) => {
@@ -626,6 +707,7 @@ impl Session {
             ));
         };
         self.hub.routes.release(name, id);
+        self.protected.remove(name);
         #[cfg(not(feature = "cluster"))]
         let _: Option<Claim> = claim;
         // Even when another binding replaced this one here (the agent

@@ -31,6 +31,7 @@ use tracing::debug;
 use crate::bandwidth::{Bandwidth, Buckets, Throttled};
 use crate::h1_framing::{Expect, FramingGate, HeadLimits};
 use crate::request_body::RequestBody;
+use crate::share::Protection;
 use crate::tunnel_stream::TunnelStream;
 
 /// What an origin's response head may hold (hyper's own defaults).
@@ -343,6 +344,9 @@ pub struct Upstream {
     name: PreviewName,
     port: Port,
     link: Arc<AgentLink>,
+    /// Set on a protected preview: what a visitor's share token is
+    /// checked with (see [`crate::share`]).
+    protection: Option<Box<Protection>>,
     idle: Mutex<Vec<Idle>>,
     next_conn_id: AtomicU64,
 }
@@ -383,11 +387,17 @@ impl Drop for AbortUnlessAnswered {
 }
 
 impl Upstream {
-    pub fn new(name: PreviewName, port: Port, link: Arc<AgentLink>) -> Arc<Self> {
+    pub fn new(
+        name: PreviewName,
+        port: Port,
+        link: Arc<AgentLink>,
+        protection: Option<Protection>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             name,
             port,
             link,
+            protection: protection.map(Box::new),
             idle: Mutex::new(Vec::new()),
             next_conn_id: AtomicU64::new(0),
         })
@@ -399,6 +409,11 @@ impl Upstream {
 
     pub fn port(&self) -> Port {
         self.port
+    }
+
+    /// What a visitor's share token is checked with, when protected.
+    pub fn protection(&self) -> Option<&Protection> {
+        self.protection.as_deref()
     }
 
     /// The account's bandwidth bucket, when capped.

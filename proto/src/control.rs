@@ -20,6 +20,45 @@ pub struct PreviewRequest {
     /// `HEAD /` with the preview's Host, bounded to 1 s). Absent: true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<bool>,
+    /// Only visitors with a share link open it (others get 401): the
+    /// answer's `share_url`. Absent: false (public).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protect: Option<bool>,
+    /// With `protect`: seconds the share link works (60 to 31536000).
+    /// Absent: 7 days.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_secs: Option<i64>,
+}
+
+/// `POST /v1/previews/{name}/protect`: protect the preview (if it is
+/// not) and make a fresh share link.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProtectRequest {
+    /// A new salt first: every share link made before stops working.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rotate: bool,
+    /// Seconds the new link works (60 to 31536000). Absent: 7 days.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_secs: Option<i64>,
+    /// Make the preview public again (no link is made).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub off: bool,
+}
+
+/// The answer to `POST /v1/previews/{name}/protect`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Protected {
+    pub name: String,
+    pub url: String,
+    /// Whether the preview is protected now.
+    pub protected: bool,
+    /// The preview's URL with a share token; absent when not protected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_url: Option<String>,
+    /// When the share link stops working (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_expires: Option<String>,
 }
 
 /// The answer to `POST /v1/previews`.
@@ -41,6 +80,13 @@ pub struct PreviewCreated {
     /// When the preview ends (RFC 3339, UTC), if it was made with a TTL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
+    /// A protected preview's share link: its URL with a token that lets
+    /// a visitor in (`?calvin_share=...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_url: Option<String>,
+    /// When the share link stops working (RFC 3339, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_expires: Option<String>,
 }
 
 /// A problem the agent found with a preview, and how to fix it: a warning
@@ -67,6 +113,9 @@ pub struct PreviewEntry {
     /// When the preview ends (RFC 3339, UTC), if it has a TTL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
+    /// Only visitors with a share link open it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub protected: bool,
     /// Refusals by the dev server that visitors met, each once, with the
     /// setting that fixes it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -123,6 +123,7 @@ mod tests {
                     name: name("web"),
                     port: port(3000),
                     ttl_secs: Some(3600),
+                    protect: None,
                 }],
             }),
             r#"{"type":"hello","version":1,"token":"t0k","previews":[{"name":"web","port":3000,"ttl_secs":3600}]}"#,
@@ -137,6 +138,7 @@ mod tests {
                 port: port(8000),
                 name: None,
                 ttl_secs: None,
+                protect: None,
             },
             r#"{"type":"open","id":7,"port":8000,"name":null}"#,
         );
@@ -146,6 +148,7 @@ mod tests {
                 port: port(65535),
                 name: Some(name("api")),
                 ttl_secs: Some(7200),
+                protect: None,
             },
             r#"{"type":"open","id":8,"port":65535,"name":"api","ttl_secs":7200}"#,
         );
@@ -159,6 +162,51 @@ mod tests {
     }
 
     #[test]
+    fn protected_previews_and_share_links() {
+        let salt = ShareSalt::try_from("c2FsdHNhbHRzYWx0c2FsdA".to_owned()).unwrap();
+        golden(
+            AgentMessage::Open {
+                id: 10,
+                port: port(3000),
+                name: Some(name("web")),
+                ttl_secs: None,
+                protect: Some(salt.clone()),
+            },
+            r#"{"type":"open","id":10,"port":3000,"name":"web","protect":"c2FsdHNhbHRzYWx0c2FsdA"}"#,
+        );
+        golden(
+            AgentMessage::ShareLink {
+                id: 11,
+                name: name("web"),
+                expires_secs: Some(3600),
+            },
+            r#"{"type":"share_link","id":11,"name":"web","expires_secs":3600}"#,
+        );
+        golden(
+            EdgeMessage::Shared {
+                id: 11,
+                name: name("web"),
+                token: "1700000000.abc".into(),
+                expires_unix: 1_700_000_000,
+            },
+            r#"{"type":"shared","id":11,"name":"web","token":"1700000000.abc","expires_unix":1700000000}"#,
+        );
+        // An older agent's open (no protect) reads as a public preview.
+        let (old, _) =
+            decode::<AgentMessage>(&frame(r#"{"type":"open","id":1,"port":80,"name":null}"#))
+                .unwrap()
+                .unwrap();
+        assert!(matches!(old, AgentMessage::Open { protect: None, .. }));
+        // A salt outside its alphabet or length is malformed.
+        for bad in ["short", "has space in it here", &"a".repeat(65)] {
+            let json =
+                format!(r#"{{"type":"open","id":1,"port":80,"name":null,"protect":"{bad}"}}"#);
+            assert!(decode::<AgentMessage>(&frame(&json)).is_err(), "{bad}");
+        }
+        assert_eq!(format!("{salt:?}"), "ShareSalt(<redacted>)");
+    }
+
+    #[test]
     fn welcome() {
         golden(
             EdgeMessage::Welcome(Welcome {
@@ -169,6 +217,7 @@ mod tests {
                     name: name("web"),
                     port: port(3000),
                     ttl_secs: Some(3600),
+                    protect: None,
                 }],
                 rejected: vec![Rejected {
                     name: name("old"),
@@ -197,6 +246,7 @@ mod tests {
                     name: name("brisk-otter-7k2qx9"),
                     port: port(5173),
                     ttl_secs: None,
+                    protect: None,
                 },
             },
             r#"{"type":"opened","id":1,"preview":{"name":"brisk-otter-7k2qx9","port":5173}}"#,

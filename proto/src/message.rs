@@ -116,7 +116,61 @@ pub struct Preview {
     /// then a visitor reads "this preview has ended". Absent: no end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttl_secs: Option<u32>,
+    /// Set on a protected preview: the salt (see [`ShareSalt`]) its share
+    /// tokens are made with; the edge then answers a visitor without a
+    /// valid token 401. Absent: public.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protect: Option<ShareSalt>,
 }
+
+/// A protected preview's salt: made by the agent (16 random bytes,
+/// base64url), sent with the preview, mixed into every share token the
+/// edge makes for it. A new salt invalidates every token made before.
+/// 16 to 64 characters of the base64url alphabet.
+#[derive(Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ShareSalt(String);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a share salt is 16 to 64 characters of A-Z a-z 0-9 - _")]
+pub struct SaltError;
+
+impl ShareSalt {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for ShareSalt {
+    type Error = SaltError;
+    fn try_from(text: String) -> Result<Self, SaltError> {
+        let alphabet = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'_';
+        if (16..=64).contains(&text.len()) && text.bytes().all(alphabet) {
+            Ok(Self(text))
+        } else {
+            Err(SaltError)
+        }
+    }
+}
+
+impl From<ShareSalt> for String {
+    fn from(salt: ShareSalt) -> String {
+        salt.0
+    }
+}
+
+impl fmt::Debug for ShareSalt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ShareSalt(<redacted>)")
+    }
+}
+
+/// A share link's life when none is asked for: 7 days.
+pub const SHARE_DEFAULT_SECS: u32 = 7 * 86_400;
+/// The shortest life a share link may be given: 60 s.
+pub const SHARE_MIN_SECS: u32 = 60;
+/// The longest: 365 days.
+pub const SHARE_MAX_SECS: u32 = 365 * 86_400;
 
 /// Agent -> edge, on the control stream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,9 +186,21 @@ pub enum AgentMessage {
         /// Seconds until the preview ends (see [`Preview::ttl_secs`]).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ttl_secs: Option<u32>,
+        /// Protect it (see [`Preview::protect`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        protect: Option<ShareSalt>,
     },
     /// Take `name` down.
     Close { id: u64, name: PreviewName },
+    /// Make a share token for the protected preview `name`, valid for
+    /// `expires_secs` ([`SHARE_MIN_SECS`]..=[`SHARE_MAX_SECS`]; absent:
+    /// [`SHARE_DEFAULT_SECS`]). Answered by [`EdgeMessage::Shared`].
+    ShareLink {
+        id: u64,
+        name: PreviewName,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires_secs: Option<u32>,
+    },
 }
 
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -168,6 +234,15 @@ pub enum EdgeMessage {
     Opened { id: u64, preview: Preview },
     /// `Close` succeeded.
     Closed { id: u64, name: PreviewName },
+    /// The answer to `ShareLink`: a token a visitor of `name` presents
+    /// (`?calvin_share=TOKEN`, `Authorization: Bearer TOKEN`), valid until
+    /// `expires_unix` (seconds since the Unix epoch).
+    Shared {
+        id: u64,
+        name: PreviewName,
+        token: String,
+        expires_unix: u64,
+    },
     /// A request failed (`id` is that request's), or, with no `id`, the
     /// connection is failing as a whole.
     Error { id: Option<u64>, failure: Failure },

@@ -109,6 +109,7 @@ impl TestEdge {
                 .collect(),
             limits: options.limits,
             reset_key: state.reset_key,
+            share_key: state.share_key,
             restarted: !state.new_ca,
             cluster: None,
         };

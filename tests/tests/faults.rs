@@ -522,6 +522,7 @@ async fn an_idle_budget_as_large_as_the_agents_streams_is_refused() {
             ..Default::default()
         },
         reset_key: state.reset_key,
+        share_key: state.share_key,
         restarted: false,
         cluster: None,
     };

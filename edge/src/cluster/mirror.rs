@@ -20,6 +20,7 @@ use tracing::{debug, info, warn};
 use super::store::{EDGES, NAMES, NameRecord, NameState, PREFIX, ROUTES, RouteRecord, Store};
 use crate::accounts::AccountId;
 use crate::route_table::RouteId;
+use crate::share::Protection;
 use crate::tunnel::AgentHub;
 use crate::upstream::{AgentLink, Upstream};
 
@@ -307,8 +308,12 @@ impl Mirror {
             return;
         }
         let port = route.port;
+        let protection = route
+            .protect
+            .clone()
+            .map(|salt| Protection::new(self.hub.share_key.clone(), salt));
         let id = routes.mirror(name.clone(), &account, |name, _| {
-            Upstream::new(name.clone(), port, link.clone())
+            Upstream::new(name.clone(), port, link.clone(), protection)
         });
         routes.set_ends(name, route.ends_ms.map(unix_instant));
         debug!(%name, edge = %route.edge, "mirrored another edge's preview");

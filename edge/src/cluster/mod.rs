@@ -47,3 +47,35 @@ pub struct ClusterSettings {
 /// minute a dead edge's names stay unreachable that long.
 pub const DEFAULT_LEASE_TTL_SECS: u64 = 5;
 pub const LEASE_TTL_BOUNDS: (u64, u64) = (2, 60);
+
+/// Makes `key` the cluster's share key (see [`store::Store::share_key`]):
+/// read (or put) before this returns when etcd answers at once, else
+/// tried again every second in the background. Until then this edge makes
+/// and checks tokens with its own key (`mine`), which the other edges do
+/// not take.
+#[cfg(feature = "cluster")]
+pub async fn follow_share_key(
+    store: std::sync::Arc<store::Store>,
+    key: std::sync::Arc<crate::share::ShareKey>,
+    mine: [u8; 32],
+) {
+    match store.share_key(&mine).await {
+        Ok(bytes) => key.set(&bytes),
+        Err(err) => {
+            tracing::warn!(%err, "the cluster's share key cannot be read yet; trying again every second");
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    match store.share_key(&mine).await {
+                        Ok(bytes) => {
+                            key.set(&bytes);
+                            tracing::info!("the cluster's share key is read");
+                            return;
+                        }
+                        Err(err) => tracing::debug!(%err, "the share key still cannot be read"),
+                    }
+                }
+            });
+        }
+    }
+}

@@ -23,7 +23,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use calvin_proto::{Port, PreviewName};
+use calvin_proto::{Port, PreviewName, ShareSalt};
 use etcd_client::{Client, Compare, CompareOp, GetOptions, PutOptions, Txn, TxnOp, TxnOpResponse};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -36,6 +36,9 @@ pub const PREFIX: &str = "calvin/";
 pub const ROUTES: &str = "calvin/routes/";
 pub const NAMES: &str = "calvin/names/";
 pub const EDGES: &str = "calvin/edges/";
+/// The cluster's share key (64 hex digits): protected previews' tokens
+/// are made with it on every edge (see [`crate::share`]).
+pub const SHARE_KEY: &str = "calvin/share_key";
 
 /// Time for one etcd request: past it, etcd counts as unreachable.
 pub(super) const OP_TIMEOUT: Duration = Duration::from_secs(2);
@@ -57,6 +60,10 @@ pub struct RouteRecord {
     /// live).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ends_ms: Option<u64>,
+    /// A protected preview's salt (see [`crate::share`]): every edge
+    /// checks its visitors' share tokens with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protect: Option<ShareSalt>,
 }
 
 /// `names/<name>`.
@@ -218,6 +225,7 @@ impl Store {
         account: &AccountId,
         port: Port,
         ends: Option<SystemTime>,
+        protect: Option<ShareSalt>,
     ) -> Result<Claim, StoreRefusal> {
         let ends_ms = ends.map(|at| {
             at.duration_since(UNIX_EPOCH)
@@ -236,6 +244,7 @@ impl Store {
             port,
             claim: self.next_claim.fetch_add(1, Ordering::Relaxed),
             ends_ms,
+            protect,
         };
         let value = serde_json::to_vec(&route).unwrap_or_default();
         let record = NameRecord {
@@ -317,6 +326,31 @@ impl Store {
         Err(StoreRefusal::Unavailable(format!(
             "the name {name} changed {CLAIM_TRIES} times while this edge claimed it"
         )))
+    }
+
+    /// The cluster's share key: the one in the store, or `mine` if there
+    /// is none yet, put there in a create-if-absent transaction (of two
+    /// edges starting at once, one puts its key and both read it).
+    pub async fn share_key(&self, mine: &[u8; 32]) -> Result<[u8; 32], String> {
+        let hex: String = mine.iter().map(|b| format!("{b:02x}")).collect();
+        let txn = Txn::new()
+            .when([Compare::create_revision(SHARE_KEY, CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(SHARE_KEY, hex, None)])
+            .or_else([TxnOp::get(SHARE_KEY, None)]);
+        let mut client = self.client.clone();
+        let answer = timed("reading the share key", client.txn(txn)).await?;
+        if answer.succeeded() {
+            return Ok(*mine);
+        }
+        let value = match answer.op_responses().as_slice() {
+            [TxnOpResponse::Get(got)] => got.kvs().first().map(|kv| kv.value().to_vec()),
+            _ => None,
+        };
+        let text = value
+            .and_then(|v| String::from_utf8(v).ok())
+            .ok_or_else(|| format!("{SHARE_KEY} is missing or not text"))?;
+        crate::state_files::decode_hex32(std::path::Path::new(SHARE_KEY), text.trim())
+            .map_err(|e| e.to_string())
     }
 
     /// The revision of this edge's claim of `name`, if it holds one.
