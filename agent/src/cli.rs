@@ -13,7 +13,9 @@ use clap::{Args, Parser, Subcommand};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use calvin_agent::api::{LoggedRequest, PreviewCreated, PreviewDeleted, PreviewList, RequestLog};
+use calvin_agent::api::{
+    LoggedRequest, PreviewCreated, PreviewDeleted, PreviewList, Protected, RequestLog,
+};
 use calvin_agent::control_api;
 use calvin_agent::control_client::{Answer, ControlClient, human_size};
 use calvin_agent::{Agent, EdgeAddress, LinkState};
@@ -90,6 +92,30 @@ enum Command {
         /// most 30 days); a visitor then reads "this preview has ended"
         #[arg(long, value_name = "DURATION", value_parser = parse_ttl)]
         ttl: Option<u64>,
+        /// Only visitors with the share link this prints get in (others
+        /// get 401)
+        #[arg(long)]
+        protect: bool,
+        /// How long the share link works (2h, 30d; 60s to 365d) [default: 7d]
+        #[arg(long, value_name = "DURATION", value_parser = parse_expires, requires = "protect")]
+        expires: Option<u64>,
+        #[command(flatten)]
+        socket: SocketArg,
+    },
+    /// Protect a preview (only visitors with a share link get in) and print a fresh share link
+    Protect {
+        name: String,
+        /// Revoke every share link made before (a new secret), then print a new one
+        #[arg(long, conflicts_with = "off")]
+        rotate: bool,
+        /// How long the new link works (2h, 30d; 60s to 365d) [default: 7d]
+        #[arg(long, value_name = "DURATION", value_parser = parse_expires, conflicts_with = "off")]
+        expires: Option<u64>,
+        /// Make the preview public again
+        #[arg(long)]
+        off: bool,
+        #[arg(long)]
+        json: bool,
         #[command(flatten)]
         socket: SocketArg,
     },
@@ -242,6 +268,8 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             json,
             no_probe,
             ttl,
+            protect,
+            expires,
             socket,
         } => {
             let request = calvin_agent::api::PreviewRequest {
@@ -249,16 +277,51 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 name,
                 ttl_secs: ttl.map(|secs| secs as i64),
                 probe: no_probe.then_some(false),
+                protect: protect.then_some(true),
+                expires_secs: expires.map(|secs| secs as i64),
             };
             let answer = ControlClient::new(&socket.path()).create(&request).await?;
             Ok(report(&answer, json, |c: PreviewCreated| {
-                println!("{}", c.url);
+                match (&c.share_url, &c.share_expires) {
+                    (Some(link), expires) => {
+                        println!("{link}");
+                        print_protected(&c.name, expires.as_deref());
+                    }
+                    (None, _) => println!("{}", c.url),
+                }
                 if !c.listening {
                     eprintln!(
                         "note: nothing is listening on port {port} yet; the URL works once something does"
                     );
                 }
                 print_warnings(&c);
+            }))
+        }
+        Command::Protect {
+            name,
+            rotate,
+            expires,
+            off,
+            json,
+            socket,
+        } => {
+            let request = calvin_agent::api::ProtectRequest {
+                rotate,
+                expires_secs: expires.map(|secs| secs as i64),
+                off,
+            };
+            let answer = ControlClient::new(&socket.path())
+                .protect(&name, &request)
+                .await?;
+            Ok(report(&answer, json, |p: Protected| match &p.share_url {
+                Some(link) => {
+                    println!("{link}");
+                    print_protected(&p.name, p.share_expires.as_deref());
+                }
+                None => {
+                    println!("{}", p.url);
+                    eprintln!("{} is public: anyone with its URL opens it", p.name);
+                }
             }))
         }
         Command::Unpreview { name, json, socket } => {
@@ -440,6 +503,34 @@ fn parse_ttl(text: &str) -> Result<u64, String> {
     Ok(secs)
 }
 
+/// `--expires`: a share link's life such as `2h` or `30d`, in whole
+/// seconds, from 60 s to 365 days.
+fn parse_expires(text: &str) -> Result<u64, String> {
+    let life = humantime::parse_duration(text)
+        .map_err(|e| format!("{e}; give a duration such as 2h, 7d or 30d"))?;
+    let secs = life.as_secs();
+    let (min, max) = (
+        u64::from(calvin_proto::SHARE_MIN_SECS),
+        u64::from(calvin_proto::SHARE_MAX_SECS),
+    );
+    if secs < min {
+        return Err(format!("at least 60s (one minute), got {secs} s"));
+    }
+    if secs > max {
+        return Err(format!("at most 365d ({max} s), got {secs} s"));
+    }
+    Ok(secs)
+}
+
+/// Under a share link: what it does, until when, and how to revoke it.
+fn print_protected(name: &str, expires: Option<&str>) {
+    let until = expires.map(|at| format!(" until {at}")).unwrap_or_default();
+    eprintln!(
+        "protected: only visitors with this link get in (it works{until}); \
+         `calvin-agent protect {name} --rotate` revokes every link made so far"
+    );
+}
+
 /// Prints an API answer: as it is with `--json`, else through `human`.
 /// Errors go to stderr and make the exit status 1.
 fn report<T: serde::de::DeserializeOwned>(
@@ -480,9 +571,10 @@ fn print_list(list: PreviewList) {
         .max()
         .unwrap_or(4)
         .max(4);
-    println!("{:width$}  {:>5}  URL", "NAME", "PORT");
+    println!("{:width$}  {:>5}  {:9}  URL", "NAME", "PORT", "ACCESS");
     for p in &list.previews {
-        println!("{:width$}  {:>5}  {}", p.name, p.port, p.url);
+        let access = if p.protected { "protected" } else { "public" };
+        println!("{:width$}  {:>5}  {access:9}  {}", p.name, p.port, p.url);
     }
     for p in &list.previews {
         for hint in &p.hints {

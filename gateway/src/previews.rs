@@ -105,11 +105,13 @@ pub struct PreviewArgs {
     pub name: Option<String>,
     pub ttl_secs: Option<i64>,
     pub keep: bool,
+    /// Only visitors with the share link get in.
+    pub protect: bool,
 }
 
 impl PreviewArgs {
     pub fn parse(args: &JsonObject) -> Result<Self, String> {
-        let mut a = Args::new(args, &["port", "name", "ttl_secs", "keep"]);
+        let mut a = Args::new(args, &["port", "name", "ttl_secs", "keep", "protect"]);
         let port = match args.get("port") {
             None | Some(Value::Null) => {
                 a.found
@@ -128,12 +130,14 @@ impl PreviewArgs {
         let name = preview_name(&mut a, false);
         let ttl_secs = bounded(&mut a, "ttl_secs", &TTL_SECS, "seconds", seconds);
         let keep = a.boolean("keep").unwrap_or(false);
+        let protect = a.boolean("protect").unwrap_or(false);
         match port {
             Some(port) if a.found.is_empty() => Ok(Self {
                 port,
                 name,
                 ttl_secs,
                 keep,
+                protect,
             }),
             _ => Err(crate::args::problems("no preview was made", &a.found)),
         }
@@ -236,6 +240,9 @@ impl Gateway {
                 name: request.name.clone(),
                 ttl_secs: request.ttl_secs,
                 probe: None,
+                // Without protect, a protected preview stays protected.
+                protect: request.protect.then_some(true),
+                expires_secs: None,
             })
             .await
             .map_err(|e| agent.failed(&e))?;
@@ -269,6 +276,9 @@ impl Gateway {
                 "reached": created.reached,
                 "warnings": created.warnings,
                 "expires_at": created.expires_at,
+                "protected": created.share_url.is_some(),
+                "share_url": created.share_url,
+                "share_expires": created.share_expires,
                 "ends_with_session": ownership.ends_with_session(),
             }),
         ))
@@ -451,6 +461,17 @@ fn created_text(created: &PreviewCreated, port: i64, ownership: Ownership) -> St
         }
         (Ownership::SessionEnded, _) => "now: this session has ended.".into(),
     });
+    if let Some(link) = &created.share_url {
+        let until = created
+            .share_expires
+            .as_deref()
+            .map(|at| format!(" until {at}"))
+            .unwrap_or_default();
+        text.push_str(&format!(
+            "\nProtected: the URL alone answers 401; share this link instead (it works{until}): \
+             {link}"
+        ));
+    }
     for w in &created.warnings {
         text.push_str(&format!("\nWarning: {} Fix: {}", w.message, w.fix));
     }
@@ -498,7 +519,7 @@ mod tests {
             "port must be an integer from 1 to 65535, got 0",
             "name \"Bad_Name\"",
             "keep must be true or false, got \"yes\"",
-            "unknown argument \"ttl\" (this tool takes port, name, ttl_secs, keep)",
+            "unknown argument \"ttl\" (this tool takes port, name, ttl_secs, keep, protect)",
         ] {
             assert!(err.contains(expected), "{expected:?} missing from:\n{err}");
         }
@@ -509,7 +530,8 @@ mod tests {
                 port: 8080,
                 name: None,
                 ttl_secs: None,
-                keep: true
+                keep: true,
+                protect: false,
             }
         );
     }
@@ -565,6 +587,8 @@ mod tests {
                 fix: "Listen on 127.0.0.1 too.".into(),
             }],
             expires_at: Some("2026-12-02T10:00:00Z".into()),
+            share_url: None,
+            share_expires: None,
         };
         let text = created_text(&created, 3000, Ownership::EndsWithSession);
         assert_eq!(

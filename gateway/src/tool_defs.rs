@@ -175,19 +175,22 @@ pub fn all_tools() -> Vec<Tool> {
         Tool::new(
             "preview",
             "Gives an HTTP server listening on a port of this computer a public URL. Anyone \
-                 with the URL can open it. Plain HTTP on that port only; the URL works while the \
-                 server runs. Returns the URL, the name, whether something was listening on the \
+                 with the URL can open it (unless protect is set). Plain HTTP on that port only; \
+                 the URL works while the server runs. Returns the URL, the name, whether something was listening on the \
                  port (and where it was reached), what would stop the URL from working with its \
                  fix, and when the preview ends. It is taken down when this session ends, unless \
                  made with keep: true, or after ttl_secs. A preview that already existed (made \
-                 outside this session) stays up when this session ends.",
+                 outside this session) stays up when this session ends. With protect: true only \
+                 people given the returned share_url open it (the plain URL answers 401); the \
+                 link works for 7 days.",
             schema(json!({
                 "type": "object",
                 "properties": {
                     "port": {"type": ["integer", "string"], "minimum": 1, "maximum": 65535, "description": "The port the server listens on, on localhost."},
                     "name": {"type": "string", "maxLength": 63, "pattern": "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$", "description": "One DNS label. Omitted: a generated name, or the port's existing one."},
                     "ttl_secs": {"type": "integer", "minimum": TTL_SECS.start(), "maximum": TTL_SECS.end(), "description": format!("Seconds until the preview is taken down ({} to {}: one minute to 7 days); a visitor then reads that it has ended. Omitted: until unpreview or the session's end.", TTL_SECS.start(), TTL_SECS.end())},
-                    "keep": {"type": "boolean", "description": "Keep the preview after this session ends (until unpreview or ttl_secs). Default false."}
+                    "keep": {"type": "boolean", "description": "Keep the preview after this session ends (until unpreview or ttl_secs). Default false."},
+                    "protect": {"type": "boolean", "description": "Only visitors with the returned share_url (the URL with a signed token, valid 7 days) open the preview; the plain URL answers 401. Share that link, not the URL. Default false (anyone with the URL opens it)."}
                 },
                 "required": ["port"]
             })),

@@ -683,6 +683,8 @@ pub fn unprobed(port: i64, name: Option<String>) -> calvin_agent::api::PreviewRe
         name,
         ttl_secs: None,
         probe: Some(false),
+        protect: None,
+        expires_secs: None,
     }
 }
 

@@ -49,16 +49,18 @@ async fn fake_edge() -> (Agent, quinn::Connection, tempfile::TempDir) {
                     port,
                     name,
                     ttl_secs,
+                    protect,
                 } => EdgeMessage::Opened {
                     id,
                     preview: Preview {
                         name: name.unwrap_or_else(|| PreviewName::parse("fake").expect("name")),
                         port,
                         ttl_secs,
+                        protect,
                     },
                 },
                 AgentMessage::Close { id, name } => EdgeMessage::Closed { id, name },
-                AgentMessage::Hello(_) => return,
+                AgentMessage::Hello(_) | AgentMessage::ShareLink { .. } => return,
             };
             if write_frame(&mut send, &answer).await.is_err() {
                 return;

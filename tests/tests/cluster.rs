@@ -695,6 +695,8 @@ async fn a_preview_made_with_a_time_to_live_ends_on_every_edge() {
         name: Some("brief".into()),
         ttl_secs: Some(TTL.as_secs() as i64),
         probe: Some(false),
+        protect: None,
+        expires_secs: None,
     };
     let made = Instant::now();
     let answer = agent.client().create(&request).await.expect("control API");

@@ -154,6 +154,7 @@ async fn ending_the_control_stream_ends_the_connection_and_the_previews() {
         port,
         name: Some(PreviewName::parse("ctl").expect("name")),
         ttl_secs: None,
+        protect: None,
     };
     write_frame(&mut send, &open).await.expect("open");
     let answer: Option<EdgeMessage> = read_frame(&mut recv).await.expect("answer");
@@ -195,6 +196,7 @@ async fn a_reconnecting_agent_gets_its_names_back_and_not_anothers() {
         name: PreviewName::parse(name).expect("name"),
         port,
         ttl_secs: None,
+        protect: None,
     };
     let msg = AgentMessage::Hello(Hello {
         version: PROTOCOL_VERSION,
@@ -267,6 +269,7 @@ async fn a_flood_of_preview_requests_cuts_off_only_that_agent() {
                 port,
                 name: None,
                 ttl_secs: None,
+                protect: None,
             };
             if write_frame(&mut send, &open).await.is_err() {
                 return id;
@@ -318,6 +321,7 @@ async fn an_agent_that_never_takes_its_streams_holds_up_only_its_own_visitors() 
         port: Port::try_from(8080u16).expect("port"),
         name: None,
         ttl_secs: None,
+        protect: None,
     };
     write_frame(&mut send, &open).await.expect("open");
     let Ok(Some(EdgeMessage::Opened { preview, .. })) = read_frame(&mut recv).await else {

@@ -648,6 +648,8 @@ async fn without_the_probe_no_request_reaches_the_server() {
         name: None,
         ttl_secs: None,
         probe: Some(false),
+        protect: None,
+        expires_secs: None,
     };
     let answer = agent.client().create(&request).await.expect("control API");
     let created: PreviewCreated = answer.parse().expect("created");

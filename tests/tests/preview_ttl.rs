@@ -13,6 +13,8 @@ fn with_ttl(port: u16, ttl_secs: i64) -> PreviewRequest {
         name: None,
         ttl_secs: Some(ttl_secs),
         probe: Some(false),
+        protect: None,
+        expires_secs: None,
     }
 }
 
@@ -81,6 +83,8 @@ async fn a_preview_ends_at_its_time_to_live_with_a_410_distinct_from_an_unknown_
             name: Some(created.name.clone()),
             ttl_secs: None,
             probe: Some(false),
+            protect: None,
+            expires_secs: None,
         })
         .await
         .unwrap()

@@ -4,6 +4,10 @@
 //! with several addresses), it uses one at a time and, when that one fails
 //! or goes silent, moves to the next ([`EdgeRing`]).
 
+mod share;
+
+pub use share::ProtectChange;
+
 use crate::metrics::AgentCounts;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -13,7 +17,7 @@ use std::time::{Duration, SystemTime};
 use calvin_proto::io::{read_frame, write_frame};
 use calvin_proto::{
     AgentMessage, EdgeMessage, ErrorCode, Failure, Hello, PROTOCOL_VERSION, Port, Preview,
-    PreviewName, Welcome, close_code,
+    PreviewName, ShareSalt, Welcome, close_code,
 };
 use rand::RngExt;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -118,9 +122,14 @@ enum Request {
         port: Port,
         name: Option<PreviewName>,
         ttl_secs: Option<u32>,
+        protect: Option<ShareSalt>,
     },
     Close {
         name: PreviewName,
+    },
+    ShareLink {
+        name: PreviewName,
+        expires_secs: Option<u32>,
     },
 }
 
@@ -151,6 +160,8 @@ struct Shared {
     log: RequestLog,
     /// When previews made with a time to live end.
     ends: Mutex<HashMap<PreviewName, SystemTime>>,
+    /// The salts of protected previews (see [`share`]).
+    salts: Mutex<HashMap<PreviewName, ShareSalt>>,
 }
 
 impl Agent {
@@ -182,6 +193,7 @@ impl Agent {
                 previews: Previews::default(),
                 log,
                 ends: Mutex::default(),
+                salts: Mutex::default(),
                 link,
                 welcome: Mutex::new(None),
                 ops: tokio::sync::Mutex::new(()),
@@ -342,6 +354,7 @@ impl Agent {
         // the welcome's answer to it, so neither is lost or undone.
         let _op = self.shared.ops.lock().await;
         let ends = self.ends().clone();
+        let salts = self.salts().clone();
         let now = SystemTime::now();
         let held: Vec<Preview> = self
             .previews()
@@ -361,6 +374,7 @@ impl Agent {
                     name: name.clone(),
                     port: *port,
                     ttl_secs,
+                    protect: salts.get(name).cloned(),
                 })
             })
             .collect();
@@ -510,11 +524,14 @@ impl Agent {
         let ttl_secs = options
             .ttl
             .map(|ttl| u32::try_from(ttl.as_secs()).unwrap_or(u32::MAX));
+        let salt = self.salt_wanted(name.as_ref().or(existing.as_ref()), options.protect);
         // A preview kept as it is needs no word to the edge, unless its end
-        // changes (a time to live given, or one it had).
-        let reused = existing
-            .clone()
-            .filter(|name| ttl_secs.is_none() && !self.ends().contains_key(name));
+        // changes (a time to live given, or one it had), or its protection.
+        let reused = existing.clone().filter(|name| {
+            ttl_secs.is_none()
+                && !self.ends().contains_key(name)
+                && self.salts().get(name) == salt.as_ref()
+        });
         let name = match reused {
             Some(name) => name,
             None => {
@@ -534,11 +551,18 @@ impl Agent {
                         port,
                         name,
                         ttl_secs,
+                        protect: salt.clone(),
                     })
                     .await;
                 match answer {
+                    Ok(EdgeMessage::Opened { preview, .. })
+                        if salt.is_some() && preview.protect.is_none() =>
+                    {
+                        return Err(self.unprotected_by_edge(&link, preview).await);
+                    }
                     Ok(EdgeMessage::Opened { preview, .. }) => {
                         self.previews().insert(preview.name.clone(), preview.port);
+                        self.set_salt(&preview.name, salt.clone());
                         preview.name
                     }
                     failed => {
@@ -559,6 +583,10 @@ impl Agent {
         };
         let expires_at = self.set_end(&name, options.ttl);
         let url = self.url_for(&name);
+        let share = match salt {
+            Some(_) => Some(self.share_link(&name, &url, options.share_secs).await?),
+            None => None,
+        };
         self.shared.log.open(&name, port, &url);
         let found = if options.probe {
             probe::run(port, authority(&url)).await
@@ -572,6 +600,8 @@ impl Agent {
             reached: found.reached.map(|addr| addr.to_string()),
             warnings: found.warnings,
             expires_at: expires_at.map(rfc3339),
+            share_url: share.as_ref().map(|s| s.url.clone()),
+            share_expires: share.map(|s| rfc3339(s.expires)),
         })
     }
 
@@ -597,6 +627,7 @@ impl Agent {
         }
         self.previews().remove(name);
         self.ends().remove(name);
+        self.salts().remove(name);
         self.shared.log.close(name);
         Ok(())
     }
@@ -650,6 +681,7 @@ impl Agent {
                     name: name.to_string(),
                     port: port.get(),
                     expires_at: self.ends().get(&name).copied().map(rfc3339),
+                    protected: self.salts().contains_key(&name),
                     hints: self.shared.log.hints(&name),
                 })
                 .collect(),
@@ -664,6 +696,13 @@ pub struct PreviewOptions {
     pub probe: bool,
     /// Take the preview down this long from now.
     pub ttl: Option<Duration>,
+    /// Only visitors with a share link get in (`Some(true)`), or everyone
+    /// (`Some(false)`); `None` keeps what the preview had (a new one is
+    /// public).
+    pub protect: Option<bool>,
+    /// Seconds the share link of a protected preview works; `None`: the
+    /// default (7 days).
+    pub share_secs: Option<u32>,
 }
 
 impl Default for PreviewOptions {
@@ -671,6 +710,8 @@ impl Default for PreviewOptions {
         Self {
             probe: true,
             ttl: None,
+            protect: None,
+            share_secs: None,
         }
     }
 }
@@ -757,13 +798,20 @@ async fn control_loop(
                 port,
                 name,
                 ttl_secs,
+                protect,
             } => AgentMessage::Open {
                 id,
                 port,
                 name,
                 ttl_secs,
+                protect,
             },
             Request::Close { name } => AgentMessage::Close { id, name },
+            Request::ShareLink { name, expires_secs } => AgentMessage::ShareLink {
+                id,
+                name,
+                expires_secs,
+            },
         };
         let answer = tokio::time::timeout(ANSWER_TIMEOUT, async {
             write_frame(&mut send, &msg).await.ok()?;
@@ -777,7 +825,8 @@ async fn control_loop(
             })) if answered == id => Err(PreviewError::Edge(failure)),
             Ok(Some(
                 msg @ (EdgeMessage::Opened { id: answered, .. }
-                | EdgeMessage::Closed { id: answered, .. }),
+                | EdgeMessage::Closed { id: answered, .. }
+                | EdgeMessage::Shared { id: answered, .. }),
             )) if answered == id => Ok(msg),
             Ok(Some(EdgeMessage::Error { id: None, failure })) => {
                 warn!(reason = %failure, "the edge reported an error");

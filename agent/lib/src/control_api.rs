@@ -2,8 +2,11 @@
 //! same user only). The gateway and the `preview`, `unpreview` and `ls`
 //! commands call it.
 //!
-//! - `POST /v1/previews {port, name?, ttl_secs?, probe?}` -> `{url, name,
-//!   listening, reached?, warnings, expires_at?}`
+//! - `POST /v1/previews {port, name?, ttl_secs?, probe?, protect?,
+//!   expires_secs?}` -> `{url, name, listening, reached?, warnings,
+//!   expires_at?, share_url?, share_expires?}`
+//! - `POST /v1/previews/{name}/protect {rotate?, expires_secs?, off?}` ->
+//!   `{name, url, protected, share_url?, share_expires?}`
 //! - `DELETE /v1/previews/{name}` -> `{name}`
 //! - `GET /v1/previews` -> `{connected, previews: [{name, port, url}]}`
 //! - `GET /v1/previews/{name}/requests?after=ID&limit=N&wait=SECS` ->
@@ -17,7 +20,7 @@
 use std::convert::Infallible;
 
 use bytes::Bytes;
-use calvin_proto::{ErrorCode, Port, PreviewName};
+use calvin_proto::{ErrorCode, Port, PreviewName, SHARE_MAX_SECS, SHARE_MIN_SECS};
 use http::header::{ALLOW, CONTENT_TYPE, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
@@ -29,8 +32,8 @@ use serde::Serialize;
 use tokio::net::UnixListener;
 use tracing::{debug, warn};
 
-use crate::agent::{Agent, PreviewError, PreviewOptions};
-use crate::api::{ApiError, PreviewDeleted, PreviewRequest};
+use crate::agent::{Agent, PreviewError, PreviewOptions, ProtectChange};
+use crate::api::{ApiError, PreviewDeleted, PreviewRequest, ProtectRequest};
 use crate::request_log::ReplayError;
 use calvin_common::unix_socket::{self, SocketError};
 
@@ -114,6 +117,8 @@ async fn route(agent: &Agent, req: Request<Incoming>) -> Answer {
             match (method, rest.as_slice()) {
                 (Method::DELETE, [name]) => delete(agent, name).await,
                 (_, [_]) => method_not_allowed("DELETE"),
+                (Method::POST, [name, "protect"]) => protect(agent, name, req).await,
+                (_, [_, "protect"]) => method_not_allowed("POST"),
                 (Method::GET, [name, "requests"]) => {
                     requests(agent, name, req.uri().query().unwrap_or("")).await
                 }
@@ -136,16 +141,87 @@ async fn route(agent: &Agent, req: Request<Incoming>) -> Answer {
     }
 }
 
-async fn create(agent: &Agent, req: Request<Incoming>) -> Answer {
-    let body = match Limited::new(req.into_body(), MAX_BODY).collect().await {
-        Ok(body) => body.to_bytes(),
-        Err(_) => {
+/// A request's body, up to [`MAX_BODY`]; `None` past it.
+async fn body(req: Request<Incoming>) -> Option<Bytes> {
+    let body = Limited::new(req.into_body(), MAX_BODY).collect().await;
+    body.ok().map(|body| body.to_bytes())
+}
+
+fn too_large() -> Answer {
+    error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "too_large",
+        &format!("the request body is over {MAX_BODY} bytes"),
+    )
+}
+
+/// A share link's life, in seconds, checked against its bounds (the
+/// refusal's `invalid_expires` message otherwise).
+fn share_secs(expires_secs: Option<i64>) -> Result<Option<u32>, String> {
+    let (min, max) = (SHARE_MIN_SECS, SHARE_MAX_SECS);
+    match expires_secs {
+        None => Ok(None),
+        Some(secs) if (i64::from(min)..=i64::from(max)).contains(&secs) => {
+            Ok(u32::try_from(secs).ok())
+        }
+        Some(secs) if secs < i64::from(min) => Err(format!(
+            "expires_secs is {secs}; at least {min} (one minute)"
+        )),
+        Some(secs) => Err(format!("expires_secs is {secs}; at most {max} (365 days)")),
+    }
+}
+
+async fn protect(agent: &Agent, name: &str, req: Request<Incoming>) -> Answer {
+    let name = match PreviewName::parse(name) {
+        Ok(name) => name,
+        Err(e) => return invalid_name(e),
+    };
+    let Some(body) = body(req).await else {
+        return too_large();
+    };
+    // An empty body asks for the defaults.
+    let parsed = if body.is_empty() {
+        Ok(ProtectRequest::default())
+    } else {
+        serde_json::from_slice(&body)
+    };
+    let request: ProtectRequest = match parsed {
+        Ok(r) => r,
+        Err(e) => {
             return error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "too_large",
-                &format!("the request body is over {MAX_BODY} bytes"),
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                &format!(
+                    "expected {{\"rotate\"?: bool, \"expires_secs\"?: number, \"off\"?: bool}}: {e}"
+                ),
             );
         }
+    };
+    if request.off && (request.rotate || request.expires_secs.is_some()) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "off makes the preview public: it takes neither rotate nor expires_secs",
+        );
+    }
+    let share_secs = match share_secs(request.expires_secs) {
+        Ok(secs) => secs,
+        Err(why) => return error(StatusCode::BAD_REQUEST, "invalid_expires", &why),
+    };
+    let change = ProtectChange {
+        rotate: request.rotate,
+        off: request.off,
+        share_secs,
+    };
+    match agent.protect(&name, change).await {
+        Ok(protected) => json(StatusCode::OK, &protected),
+        Err(err) => preview_error(err),
+    }
+}
+
+async fn create(agent: &Agent, req: Request<Incoming>) -> Answer {
+    let Some(body) = body(req).await else {
+        return too_large();
     };
     let request: PreviewRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
@@ -178,9 +254,22 @@ async fn create(agent: &Agent, req: Request<Incoming>) -> Answer {
             );
         }
     };
+    if request.expires_secs.is_some() && request.protect != Some(true) {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+            "expires_secs is the share link's life: it goes with protect: true",
+        );
+    }
+    let share_secs = match share_secs(request.expires_secs) {
+        Ok(secs) => secs,
+        Err(why) => return error(StatusCode::BAD_REQUEST, "invalid_expires", &why),
+    };
     let options = PreviewOptions {
         probe: request.probe.unwrap_or(true),
         ttl,
+        protect: request.protect,
+        share_secs,
     };
     match agent.preview_with(port, name, options).await {
         Ok(created) => json(StatusCode::OK, &created),

@@ -30,7 +30,7 @@ pub mod request_log;
 mod tap;
 pub mod transport;
 
-pub use agent::{Agent, LinkState, PreviewError, PreviewOptions};
+pub use agent::{Agent, LinkState, PreviewError, PreviewOptions, ProtectChange};
 /// The control API's JSON (a wire fact, in proto) and its client (shared
 /// with the gateway), where the agent's users have always found them.
 pub use calvin_common::control_client;

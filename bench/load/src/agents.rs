@@ -103,6 +103,7 @@ pub async fn run(args: AgentsArgs) -> anyhow::Result<()> {
                 name,
                 port,
                 ttl_secs: None,
+                protect: None,
             }],
         };
         let (gate, edge, server_name) = (gate.clone(), args.edge, args.server_name.clone());
