@@ -3,6 +3,7 @@
 //! themselves), an [`origin::Origin`] plays the dev server, and real clients
 //! (curl, a WebSocket client) play the visitors.
 
+pub mod chromium;
 pub mod cluster;
 pub mod etcd;
 pub mod fake_slack;
@@ -17,6 +18,7 @@ pub mod raw_client;
 pub mod raw_origin;
 pub mod serve_edge;
 
+pub use chromium::Chromium;
 pub use cluster::{ClusterCerts, ClusterEdges, EdgeCerts, cluster_toml};
 pub use etcd::Etcd;
 pub use harness::*;

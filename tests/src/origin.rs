@@ -8,6 +8,8 @@
 //! - `GET /events?type=T` -> three events 300 ms apart, content type T
 //!   (default `text/event-stream`)
 //! - `GET /headers` -> the request headers as JSON `[[name, value], ...]`
+//! - `GET /request...` (any path under it) -> what arrived, as JSON
+//!   `{"target": path and query, "headers": [[name, value], ...]}`
 //! - `GET /slow?ms=N` -> waits N ms before answering
 //! - `GET /ws` -> WebSocket echo
 //! - `GET /cookies` -> four Set-Cookie headers: host-only, scoped to the
@@ -218,6 +220,21 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
                 StatusCode::OK,
                 serde_json::to_vec(&pairs).unwrap_or_default(),
             )
+        }
+        p if p.starts_with("/request") => {
+            let headers: Vec<(String, String)> = req
+                .headers()
+                .iter()
+                .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into()))
+                .collect();
+            let target = req.uri().path_and_query().map_or("", |p| p.as_str());
+            let seen = serde_json::json!({ "target": target, "headers": headers });
+            let mut r = full(StatusCode::OK, seen.to_string());
+            r.headers_mut().insert(
+                http::header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            );
+            r
         }
         "/slow" => {
             let ms = query(&req, "ms")
