@@ -730,6 +730,107 @@ async fn a_preview_made_with_a_time_to_live_ends_on_every_edge() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_protected_preview_is_protected_on_every_edge_and_its_link_opens_it_on_each() {
+    let etcd = Etcd::start().await;
+    let cluster = ClusterEdges::start(3, &etcd).await;
+    let origin = Origin::start().await;
+    let agent = TestAgent::spawn_to_edges(
+        &[cluster.edges[0].quic],
+        &cluster.visitor_ca,
+        &token_for("alice"),
+    )
+    .await;
+    agent
+        .agent
+        .wait_connected(Duration::from_secs(10))
+        .await
+        .expect("the agent connects");
+    let request = calvin_agent::api::PreviewRequest {
+        port: origin.port.into(),
+        name: Some("guarded".into()),
+        ttl_secs: None,
+        probe: Some(false),
+        protect: Some(true),
+        expires_secs: None,
+    };
+    let answer = agent.client().create(&request).await.expect("control API");
+    let made: calvin_agent::api::PreviewCreated = answer.parse().expect("a protected preview");
+    let token_of = |link: Option<&str>| {
+        let link = link.expect("a share link");
+        link.split_once("?calvin_share=")
+            .expect("a token")
+            .1
+            .to_owned()
+    };
+    let first = token_of(made.share_url.as_deref());
+    // One key for the cluster, in etcd, whichever edge put it.
+    let keys = etcd.get_prefix("calvin/share_key").await;
+    assert_eq!(keys.len(), 1, "{keys:?}");
+    assert_eq!(keys[0].1.trim().len(), 64);
+    let with = |token: &str| format!("/hello?calvin_share={token}");
+    // Every edge refuses the URL alone and opens the link edge 1 made.
+    for i in 0..3 {
+        let refused = eventually(Duration::from_secs(8), || async {
+            let out = get_on(&cluster, i, "guarded", "/hello").await;
+            (out.status == 401).then_some(out)
+        })
+        .await
+        .unwrap_or_else(|| panic!("edge {} refuses the URL alone:\n{}", i + 1, cluster.logs()));
+        assert_eq!(
+            refused.header("x-calvin-error"),
+            Some("share-token-missing")
+        );
+        let out = get_on(&cluster, i, "guarded", &with(&first)).await;
+        assert_eq!(
+            (out.status, out.text().as_str()),
+            (200, "hello from origin\n"),
+            "edge {}",
+            i + 1
+        );
+    }
+    // Rotation reaches every edge: the old link fails, the new one works.
+    let rotated = agent
+        .client()
+        .protect(
+            "guarded",
+            &calvin_agent::api::ProtectRequest {
+                rotate: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("control API");
+    let rotated: calvin_agent::api::Protected = rotated.parse().expect("rotated");
+    let second = token_of(rotated.share_url.as_deref());
+    for i in 0..3 {
+        let revoked = eventually(Duration::from_secs(8), || async {
+            let out = get_on(&cluster, i, "guarded", &with(&first)).await;
+            (out.status == 401).then_some(out)
+        })
+        .await
+        .unwrap_or_else(|| panic!("edge {} revokes the old link:\n{}", i + 1, cluster.logs()));
+        assert_eq!(
+            revoked.header("x-calvin-error"),
+            Some("share-token-invalid")
+        );
+        let out = get_on(&cluster, i, "guarded", &with(&second)).await;
+        assert_eq!(out.status, 200, "edge {}", i + 1);
+    }
+    // Refusals are counted by their code, as the others are.
+    for i in 0..3 {
+        let metrics = cluster.edges[i].metrics().await;
+        for code in ["share-token-missing", "share-token-invalid"] {
+            let series = format!(r#"calvin_edge_refusals_total{{code="{code}"}}"#);
+            assert!(
+                metrics.get(&series).is_some_and(|n| *n >= 1.0),
+                "edge {}: {series} in {metrics:?}",
+                i + 1
+            );
+        }
+    }
+}
+
 /// What `cargo tree` lists of `package`'s normal and build dependencies
 /// (from Cargo.lock, offline), one crate per line.
 fn dependency_tree(package: &str) -> String {

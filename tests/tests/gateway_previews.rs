@@ -335,6 +335,50 @@ async fn ttl_secs_is_refused_past_its_limits_and_the_answer_says_when_it_ends() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protected_preview_answers_401_and_its_share_url_opens_it() {
+    let s = Stack::start().await;
+    let port = s.port();
+    let out = drive(s.setup.stdio(json!([
+        {"op": "list"},
+        preview(port, "tool-guarded", json!({"protect": true, "keep": true})),
+        preview(port, "tool-bad", json!({"protect": "yes"})),
+    ])))
+    .await;
+    let tools = out[0]["tools"].as_array().expect("tools");
+    let tool = tools
+        .iter()
+        .find(|t| t["name"] == "preview")
+        .expect("preview");
+    assert_eq!(
+        tool["input_schema"]["properties"]["protect"]["type"],
+        "boolean"
+    );
+    assert!(
+        tool["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("protect: true") && d.contains("share_url")),
+        "{tool}"
+    );
+    assert_ok(&out[1]);
+    let made = &out[1]["structured"];
+    assert_eq!(made["protected"], true);
+    let link = made["share_url"].as_str().expect("share_url");
+    assert!(made["share_expires"].is_string(), "{made}");
+    assert!(
+        text(&out[1]).contains("share this link instead (it works until "),
+        "{}",
+        out[1]
+    );
+    assert!(text(&out[1]).contains(link), "{}", out[1]);
+    assert_refused(&out[2], "protect must be true or false");
+    assert_eq!(s.status_of("tool-guarded").await, 401);
+    let token = link.split_once("?calvin_share=").expect("a token").1;
+    let url = format!("{}/hello?calvin_share={token}", s.edge.url("tool-guarded"));
+    assert_eq!(curl(&s.edge.ca(), &[&url]).await.status, 200);
+    s.agent.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preview_log_shows_what_curl_sent_through_the_preview() {
     let s = Stack::start().await;
     let port = s.port();
