@@ -103,7 +103,8 @@ impl AccessRecord {
     pub fn new<B>(req: &Request<B>, id: RequestId, client: SocketAddr, query: bool) -> Self {
         let uri = req.uri();
         let target = match (query, uri.path_and_query()) {
-            (true, Some(pq)) => pq.as_str().to_owned(),
+            // A share link's token is a secret: never in a log.
+            (true, Some(pq)) => crate::share::masked(pq.as_str()).into_owned(),
             _ => uri.path().to_owned(),
         };
         Self {

@@ -249,6 +249,29 @@ impl Protection {
     }
 }
 
+/// A request's path and query as logs show it: a share token's value
+/// masked (`calvin_share=(masked)`), the rest as it came.
+pub fn masked(target: &str) -> std::borrow::Cow<'_, str> {
+    let Some((path, query)) = target.split_once('?') else {
+        return target.into();
+    };
+    let marker = format!("{QUERY_PARAM}=");
+    if !query.split('&').any(|pair| pair.starts_with(&marker)) {
+        return target.into();
+    }
+    let query: Vec<&str> = query
+        .split('&')
+        .map(|pair| {
+            if pair.starts_with(&marker) {
+                "calvin_share=(masked)"
+            } else {
+                pair
+            }
+        })
+        .collect();
+    format!("{path}?{}", query.join("&")).into()
+}
+
 fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -560,6 +583,17 @@ mod tests {
         ));
         assert!(req.headers().get(header::AUTHORIZATION).is_none());
         assert!(req.headers().get(header::COOKIE).is_none());
+    }
+
+    #[test]
+    fn logs_see_a_masked_token() {
+        assert_eq!(
+            masked("/a?x=1&calvin_share=9.abc&y=2"),
+            "/a?x=1&calvin_share=(masked)&y=2"
+        );
+        assert_eq!(masked("/a?x=1"), "/a?x=1");
+        assert_eq!(masked("/a"), "/a");
+        assert_eq!(masked("/a?my_calvin_share=1"), "/a?my_calvin_share=1");
     }
 
     #[test]

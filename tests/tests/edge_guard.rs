@@ -397,3 +397,105 @@ async fn an_agent_opening_10000_streams_gets_three() {
     assert!(!opening.is_finished(), "the 5th open_bi should still wait");
     opening.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_links_are_made_only_for_the_agent_s_protected_previews_within_their_bounds() {
+    // This raw agent answers no data stream: a request let through waits
+    // for it a second.
+    let edge = TestEdge::with_limits(calvin_edge::Limits {
+        upstream_connect_timeout_secs: 1,
+        ..Default::default()
+    })
+    .await;
+    let conn = dial(&edge).await;
+    let (mut send, mut recv) = conn.open_bi().await.expect("stream");
+    write_frame(&mut send, &hello(token_for("alice"), PROTOCOL_VERSION))
+        .await
+        .expect("hello");
+    let Some(EdgeMessage::Welcome(_)) = read_frame(&mut recv).await.expect("answer") else {
+        panic!("expected a welcome");
+    };
+    let port = Port::try_from(silent_port().await).expect("port");
+    let name = |n: &str| PreviewName::parse(n).expect("name");
+    let salt = calvin_proto::ShareSalt::try_from("a".repeat(22)).expect("salt");
+    for (id, preview, protect) in [(1, "shut", Some(salt)), (2, "open", None)] {
+        let open = AgentMessage::Open {
+            id,
+            port,
+            name: Some(name(preview)),
+            ttl_secs: None,
+            protect,
+        };
+        write_frame(&mut send, &open).await.expect("open");
+        let answer: Option<EdgeMessage> = read_frame(&mut recv).await.expect("answer");
+        assert!(
+            matches!(answer, Some(EdgeMessage::Opened { .. })),
+            "{answer:?}"
+        );
+    }
+    let mut ask = async |id: u64, preview: &str, expires_secs: Option<u32>| {
+        let msg = AgentMessage::ShareLink {
+            id,
+            name: name(preview),
+            expires_secs,
+        };
+        write_frame(&mut send, &msg).await.expect("share link");
+        read_frame::<EdgeMessage, _>(&mut recv)
+            .await
+            .expect("answer")
+            .expect("an answer")
+    };
+    let refused = |answer: EdgeMessage, code: ErrorCode, text: &str| match answer {
+        EdgeMessage::Error {
+            failure,
+            id: Some(_),
+        } => {
+            assert_eq!(failure.code, code, "{failure:?}");
+            assert!(failure.message.contains(text), "{failure:?}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    let bounds = "expires_secs must be from 60 to 31536000";
+    refused(ask(3, "shut", Some(59)).await, ErrorCode::Protocol, bounds);
+    refused(
+        ask(4, "shut", Some(31_536_001)).await,
+        ErrorCode::Protocol,
+        bounds,
+    );
+    refused(
+        ask(5, "open", None).await,
+        ErrorCode::Protocol,
+        "preview open is not protected",
+    );
+    refused(
+        ask(6, "nosuch", None).await,
+        ErrorCode::UnknownName,
+        "this agent has no preview named nosuch",
+    );
+    let mut tokens = Vec::new();
+    for (id, secs) in [(7, 60), (8, 31_536_000)] {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs();
+        match ask(id, "shut", Some(secs)).await {
+            EdgeMessage::Shared {
+                token,
+                expires_unix,
+                ..
+            } => {
+                assert!(expires_unix.abs_diff(now + u64::from(secs)) <= 2);
+                assert!(token.starts_with(&format!("{expires_unix}.")), "{token}");
+                tokens.push(token);
+            }
+            other => panic!("expected a token, got {other:?}"),
+        }
+    }
+    // The token passed: the request went on to the agent (which answers
+    // nothing); without it, refused.
+    let link = format!("{}/?calvin_share={}", edge.url("shut"), tokens[0]);
+    let out = curl(&edge.ca(), &[&link]).await;
+    assert_eq!(out.header("x-calvin-error"), Some("agent-not-answering"));
+    let out = curl(&edge.ca(), &[&edge.url("shut")]).await;
+    assert_eq!(out.header("x-calvin-error"), Some("share-token-missing"));
+}
