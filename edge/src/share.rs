@@ -350,13 +350,20 @@ fn strip_cookie(headers: &mut HeaderMap) {
 
 /// 303 to `to`'s path and query, setting the cookie for `max_age` seconds.
 fn redirect(to: &Uri, token: &str, max_age: u64) -> Response<Full<Bytes>> {
-    let location = to.path_and_query().map_or("/", |p| p.as_str());
+    let target = to.path_and_query().map_or("/", |p| p.as_str());
+    // `//host/...` (or `/\host`, which browsers read the same) would name
+    // another site: `/.` before it keeps it a path of this one.
+    let location = if target.starts_with("//") || target.starts_with("/\\") {
+        format!("/.{target}")
+    } else {
+        target.to_owned()
+    };
     let cookie =
         format!("{COOKIE}={token}; Max-Age={max_age}; Path=/; Secure; HttpOnly; SameSite=Lax");
     let mut response = Response::new(Full::new(Bytes::new()));
     *response.status_mut() = StatusCode::SEE_OTHER;
     let h = response.headers_mut();
-    if let Ok(location) = HeaderValue::from_str(location) {
+    if let Ok(location) = HeaderValue::from_str(&location) {
         h.insert(header::LOCATION, location);
     }
     if let Ok(cookie) = HeaderValue::from_str(&cookie) {
@@ -541,6 +548,12 @@ mod tests {
         );
         assert_eq!(h[header::REFERRER_POLICY], "no-referrer");
         assert_eq!(h[header::CACHE_CONTROL], "no-store");
+        // A path that reads as another host stays a path of this one.
+        let mut req = request(&format!("//evil.example/x?calvin_share={token}"), &nav);
+        let Ok(Admitted::Redirect(resp)) = p.admit_at(&mut req, &web, NOW) else {
+            panic!("no redirect");
+        };
+        assert_eq!(resp.headers()[header::LOCATION], "/.//evil.example/x");
         // A POST navigation (a form) is served, not redirected.
         let mut req = Request::post(format!("/f?calvin_share={token}"))
             .header("sec-fetch-mode", "navigate")
