@@ -3,7 +3,7 @@
 //! curl by its query or `Authorization: Bearer`, in a browser by a 303
 //! that trades the token for a cookie of that one host. The origin never
 //! sees the token nor the cookie; rotation revokes earlier links; an edge
-//! restart does not.
+//! restart does not. HTTP/1.1, HTTP/2 and HTTP/3 alike.
 //!
 //! An expired token is checked by the token module's unit tests (an
 //! injected clock, `edge/src/share.rs`): the shortest link lives 60 s.
@@ -672,4 +672,64 @@ async fn chromium_follows_a_share_link_renders_the_page_and_keeps_no_token_in_th
     let sent = seen["headers"].to_string();
     assert!(!sent.contains(&token) && !sent.contains(COOKIE), "{sent}");
     page.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http3_the_same_check_holds() {
+    use calvin_tests::h3::{h3_url, h3client};
+    let edge = TestEdge::start().await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = Origin::start().await;
+    let created = protected(&agent, origin.port, "quick").await;
+    let token = token_of(created.share_url.as_deref().expect("link"));
+
+    let alone = h3client(&edge, &h3_url(&edge, "quick", "/request"), &[]).await;
+    assert_eq!(alone.code, 0, "{}", alone.stderr);
+    assert_eq!(alone.status(), 401, "{:?}", alone.summary);
+    assert_eq!(
+        alone.header("x-calvin-error").as_deref(),
+        Some("share-token-missing")
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let body = dir.path().join("body");
+    let body_arg = body.display().to_string();
+    let target = format!("/request/h3?a=1&calvin_share={token}");
+    let passed = h3client(
+        &edge,
+        &h3_url(&edge, "quick", &target),
+        &[
+            "-H",
+            &format!("cookie: z=1; {COOKIE}={token}"),
+            "-o",
+            &body_arg,
+        ],
+    )
+    .await;
+    assert_eq!(
+        passed.status(),
+        200,
+        "{:?} {}",
+        passed.summary,
+        passed.stderr
+    );
+    let seen: Value = serde_json::from_slice(&std::fs::read(&body).expect("body")).expect("JSON");
+    assert_eq!(seen["target"], "/request/h3?a=1");
+    let sent = seen["headers"].to_string();
+    assert!(!sent.contains(&token) && !sent.contains(COOKIE), "{sent}");
+    assert!(sent.contains("z=1"), "{sent}");
+
+    let nav = h3client(
+        &edge,
+        &h3_url(&edge, "quick", &format!("/p?calvin_share={token}")),
+        &["-H", "sec-fetch-mode: navigate"],
+    )
+    .await;
+    assert_eq!(nav.status(), 303, "{:?}", nav.summary);
+    assert_eq!(nav.header("location").as_deref(), Some("/p"));
+    assert!(
+        nav.header("set-cookie")
+            .is_some_and(|c| c.starts_with(&format!("{COOKIE}={token}; Max-Age="))),
+        "{:?}",
+        nav.summary
+    );
 }
