@@ -61,6 +61,8 @@ fn problems(doc: &Doc<'_>, config: &ConfigFile) -> (Vec<Problem>, usize) {
         add("state_dir", why);
     } else if let Some(why) = corrupt_reset_key(&config.state_dir) {
         add("state_dir", why);
+    } else if let Some(why) = corrupt_share_key(&config.state_dir) {
+        add("state_dir", why);
     }
     match (&config.tls, &config.acme) {
         (Some(tls), None) => {
@@ -199,6 +201,20 @@ fn corrupt_reset_key(state_dir: &Path) -> Option<String> {
     crate::state_files::decode_hex32(&path, text.trim())
         .err()
         .map(|e| format!("{e} (remove it: the edge makes a new one, and its agents reconnect at their idle timeout once)"))
+}
+
+/// Why the state folder's share key (protected previews' links) cannot
+/// be used, if it is there and cannot.
+fn corrupt_share_key(state_dir: &Path) -> Option<String> {
+    let path = state_dir.join(crate::share::SHARE_KEY_FILE);
+    let text = match crate::state_files::read_optional(&path) {
+        Ok(Some(text)) => text,
+        Ok(None) => return None,
+        Err(e) => return Some(e.to_string()),
+    };
+    crate::state_files::decode_hex32(&path, text.trim())
+        .err()
+        .map(|e| format!("{e} (remove it: the edge makes a new one, and every share link made so far stops working)"))
 }
 
 /// Accounts from the tokens file and the `[[accounts]]`: each token

@@ -377,8 +377,21 @@ fn a_config_with_a_token_in_it_is_a_secret_and_its_files_are_read_as_serve_would
     );
     assert_eq!(lines.len(), 5, "four problems and the count: {lines:?}");
 
-    // The same, private and with the files fixed: no problem.
+    // A corrupt share key is named too, with what removing it costs.
     std::fs::remove_file(s.path("state/reset.key")).expect("rm");
+    std::fs::write(s.path("state/share.key"), "zz\n").expect("share key");
+    let lines = stderr_lines(&check(&path));
+    let state = lines
+        .iter()
+        .find(|l| l.contains(": state_dir: "))
+        .unwrap_or_else(|| panic!("no state_dir in {lines:?}"));
+    assert!(
+        state.contains("share.key") && state.contains("every share link made so far stops working"),
+        "{state}"
+    );
+    std::fs::remove_file(s.path("state/share.key")).expect("rm");
+
+    // The same, private and with the files fixed: no problem.
     let fixed = text
         .replace(
             &s.path("not-a.pem").display().to_string(),
