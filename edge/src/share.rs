@@ -168,10 +168,6 @@ impl Protection {
         Self { key, salt }
     }
 
-    pub fn salt(&self) -> &ShareSalt {
-        &self.salt
-    }
-
     /// A token for `name`, `secs` from now: (token, expiry in Unix seconds).
     pub fn mint(&self, name: &PreviewName, secs: u32) -> (String, u64) {
         let expires = unix_now() + u64::from(secs);
