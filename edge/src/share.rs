@@ -291,18 +291,29 @@ fn bearer_token(headers: &HeaderMap) -> Option<String> {
         .then(|| token.trim().to_owned())
 }
 
-/// The value of the cookie [`COOKIE`] (over every `Cookie` field: HTTP/2
-/// may send one per cookie).
-fn cookie_token(headers: &HeaderMap) -> Option<String> {
+/// The `name=value` pairs of every `Cookie` field (HTTP/2 may send one
+/// per cookie), as bytes: a cookie may hold bytes past ASCII, which must
+/// not hide the others.
+fn cookie_pairs(headers: &HeaderMap) -> impl Iterator<Item = &[u8]> {
     headers
         .get_all(header::COOKIE)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .find_map(|pair| {
-            let (key, value) = pair.trim().split_once('=')?;
-            (key == COOKIE).then(|| value.to_owned())
-        })
+        .flat_map(|v| v.as_bytes().split(|&b| b == b';'))
+        .map(<[u8]>::trim_ascii)
+        .filter(|pair| !pair.is_empty())
+}
+
+/// Whether a cookie pair is [`COOKIE`]'s.
+fn is_ours(pair: &[u8]) -> bool {
+    pair.strip_prefix(COOKIE.as_bytes())
+        .is_some_and(|rest| rest.first() == Some(&b'='))
+}
+
+/// The value of the cookie [`COOKIE`].
+fn cookie_token(headers: &HeaderMap) -> Option<String> {
+    cookie_pairs(headers)
+        .find(|pair| is_ours(pair))
+        .map(|pair| String::from_utf8_lossy(&pair[COOKIE.len() + 1..]).into_owned())
 }
 
 /// `uri` without any `calvin_share` parameter, the others kept in order.
@@ -327,19 +338,14 @@ fn strip_query(uri: &Uri) -> Uri {
 /// Every `Cookie` field without [`COOKIE`], the others kept in order in
 /// one field; none when nothing is left.
 fn strip_cookie(headers: &mut HeaderMap) {
-    let kept: Vec<String> = headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .map(str::trim)
-        .filter(|pair| !pair.is_empty() && pair.split_once('=').map_or(*pair, |(k, _)| k) != COOKIE)
-        .map(str::to_owned)
+    let kept: Vec<&[u8]> = cookie_pairs(headers)
+        .filter(|pair| !is_ours(pair))
         .collect();
+    let value = (!kept.is_empty())
+        .then(|| HeaderValue::from_bytes(&kept.join(&b"; "[..])).ok())
+        .flatten();
     headers.remove(header::COOKIE);
-    if !kept.is_empty()
-        && let Ok(value) = HeaderValue::from_str(&kept.join("; "))
-    {
+    if let Some(value) = value {
         headers.insert(header::COOKIE, value);
     }
 }
@@ -603,6 +609,39 @@ mod tests {
         assert_eq!(masked("/a?x=1"), "/a?x=1");
         assert_eq!(masked("/a"), "/a");
         assert_eq!(masked("/a?my_calvin_share=1"), "/a?my_calvin_share=1");
+    }
+
+    #[test]
+    fn a_cookie_past_ascii_hides_neither_the_share_cookie_nor_the_others() {
+        let p = protection();
+        let web = name("web");
+        let token = p.key.mint(&web, &salt("one"), NOW + 60);
+        let mut req = request("/", &[]);
+        let value = format!("caf\u{e9}=cr\u{e8}me; {COOKIE}={token}; b=2");
+        req.headers_mut().insert(
+            header::COOKIE,
+            HeaderValue::from_bytes(value.as_bytes()).unwrap(),
+        );
+        // HTTP/2's one field per cookie, too.
+        req.headers_mut()
+            .append(header::COOKIE, HeaderValue::from_static("c=3"));
+        assert!(matches!(
+            p.admit_at(&mut req, &web, NOW),
+            Ok(Admitted::Pass)
+        ));
+        let cookies: Vec<&[u8]> = req
+            .headers()
+            .get_all(header::COOKIE)
+            .iter()
+            .map(HeaderValue::as_bytes)
+            .collect();
+        assert_eq!(cookies, ["caf\u{e9}=cr\u{e8}me; b=2; c=3".as_bytes()]);
+        // A cookie named with ours as a prefix is another's.
+        let mut req = request("/", &[("cookie", &format!("{COOKIE}x={token}"))]);
+        assert_eq!(
+            p.admit_at(&mut req, &web, NOW).unwrap_err().code(),
+            "share-token-missing"
+        );
     }
 
     #[test]
