@@ -101,7 +101,10 @@ fuzz_target!(|data: &[u8]| {
             // The target's bytes as they came (obs-text included).
             let location = String::from_utf8_lossy(answer.headers()[LOCATION].as_bytes());
             assert!(location.starts_with('/'), "{location}");
-            assert!(!location.starts_with("//") && !location.starts_with("/\\"), "{location}");
+            assert!(
+                !location.starts_with("//") && !location.starts_with("/\\"),
+                "{location}"
+            );
             let query = location.split_once('?').map_or("", |(_, q)| q);
             assert!(
                 !query
