@@ -20,6 +20,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// A fake edge: answers the agent's hello and open requests like the real
 /// one, and hands the test the agent's connection.
 async fn fake_edge() -> (Agent, quinn::Connection, tempfile::TempDir) {
+    fake_edge_that(true).await
+}
+
+/// [`fake_edge`], or (`protects` false) one of a version before protected
+/// previews: it takes `protect` for an unknown field and opens a public
+/// preview.
+async fn fake_edge_that(protects: bool) -> (Agent, quinn::Connection, tempfile::TempDir) {
     let (endpoint, edge, dir) = plain_quic_server();
     let agent = Agent::new(edge, "any-token".into());
     let runner = agent.clone();
@@ -56,7 +63,7 @@ async fn fake_edge() -> (Agent, quinn::Connection, tempfile::TempDir) {
                         name: name.unwrap_or_else(|| PreviewName::parse("fake").expect("name")),
                         port,
                         ttl_secs,
-                        protect,
+                        protect: protect.filter(|_| protects),
                     },
                 },
                 AgentMessage::Close { id, name } => EdgeMessage::Closed { id, name },
@@ -313,4 +320,29 @@ fn unprobed() -> calvin_agent::PreviewOptions {
         probe: false,
         ..Default::default()
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edge_that_does_not_protect_previews_gets_no_protected_preview() {
+    let (agent, conn, _dir) = fake_edge_that(false).await;
+    let port = Port::try_from(silent_port().await).expect("port");
+    let options = calvin_agent::PreviewOptions {
+        probe: false,
+        protect: Some(true),
+        ..Default::default()
+    };
+    let name = PreviewName::parse("guarded").expect("name");
+    let err = agent
+        .preview_with(port, Some(name.clone()), options)
+        .await
+        .expect_err("an edge that cannot protect it");
+    assert!(
+        err.to_string()
+            .contains("this edge does not protect previews (an older version)"),
+        "{err}"
+    );
+    // Not held: a stream the edge opens for it is refused.
+    assert!(agent.list().previews.is_empty());
+    let (answer, _, _) = ask(&conn, "guarded", port.get()).await;
+    assert!(matches!(answer, StreamAnswer::Refused { .. }), "{answer:?}");
 }

@@ -437,6 +437,18 @@ impl Agent {
             previews.remove(&rejected.name);
             self.shared.log.close(&rejected.name);
         }
+        // An edge that restored a protected preview as a public one (a
+        // version before protected previews) would serve it to anyone:
+        // this agent stops serving it (its streams are refused).
+        let mut salts = self.salts();
+        for restored in &welcome.restored {
+            if restored.protect.is_none() && salts.remove(&restored.name).is_some() {
+                warn!(name = %restored.name, "the edge does not protect previews (an older version); the protected preview is no longer served");
+                previews.remove(&restored.name);
+                self.shared.log.close(&restored.name);
+            }
+        }
+        drop(salts);
         drop(previews);
         info!(
             %edge,
