@@ -59,9 +59,17 @@ fn problems(doc: &Doc<'_>, config: &ConfigFile) -> (Vec<Problem>, usize) {
     }
     if let Some(why) = uncreatable_dir(&config.state_dir) {
         add("state_dir", why);
-    } else if let Some(why) = corrupt_reset_key(&config.state_dir) {
+    } else if let Some(why) = corrupt_key(
+        &config.state_dir,
+        "reset.key",
+        "its agents reconnect at their idle timeout once",
+    ) {
         add("state_dir", why);
-    } else if let Some(why) = corrupt_share_key(&config.state_dir) {
+    } else if let Some(why) = corrupt_key(
+        &config.state_dir,
+        crate::share::SHARE_KEY_FILE,
+        "every share link made so far stops working",
+    ) {
         add("state_dir", why);
     }
     match (&config.tls, &config.acme) {
@@ -189,10 +197,10 @@ fn problems(doc: &Doc<'_>, config: &ConfigFile) -> (Vec<Problem>, usize) {
     (problems, accounts)
 }
 
-/// Why the state folder's QUIC reset key cannot be used, if it is there
-/// and cannot.
-fn corrupt_reset_key(state_dir: &Path) -> Option<String> {
-    let path = state_dir.join("reset.key");
+/// Why a 32-byte hex key in the state folder (`file`) cannot be used, if
+/// it is there and cannot; `removing` says what removing it costs.
+fn corrupt_key(state_dir: &Path, file: &str, removing: &str) -> Option<String> {
+    let path = state_dir.join(file);
     let text = match crate::state_files::read_optional(&path) {
         Ok(Some(text)) => text,
         Ok(None) => return None,
@@ -200,21 +208,7 @@ fn corrupt_reset_key(state_dir: &Path) -> Option<String> {
     };
     crate::state_files::decode_hex32(&path, text.trim())
         .err()
-        .map(|e| format!("{e} (remove it: the edge makes a new one, and its agents reconnect at their idle timeout once)"))
-}
-
-/// Why the state folder's share key (protected previews' links) cannot
-/// be used, if it is there and cannot.
-fn corrupt_share_key(state_dir: &Path) -> Option<String> {
-    let path = state_dir.join(crate::share::SHARE_KEY_FILE);
-    let text = match crate::state_files::read_optional(&path) {
-        Ok(Some(text)) => text,
-        Ok(None) => return None,
-        Err(e) => return Some(e.to_string()),
-    };
-    crate::state_files::decode_hex32(&path, text.trim())
-        .err()
-        .map(|e| format!("{e} (remove it: the edge makes a new one, and every share link made so far stops working)"))
+        .map(|e| format!("{e} (remove it: the edge makes a new one, and {removing})"))
 }
 
 /// Accounts from the tokens file and the `[[accounts]]`: each token

@@ -43,13 +43,7 @@ async fn agent_with(
     port: u16,
     name: &str,
 ) -> TestAgent {
-    let edges: Vec<SocketAddr> = order.iter().map(|&i| cluster.edges[i].quic).collect();
-    let agent = TestAgent::spawn_to_edges(&edges, &cluster.visitor_ca, &token_for(account)).await;
-    agent
-        .agent
-        .wait_connected(Duration::from_secs(10))
-        .await
-        .expect("the agent connects");
+    let agent = connected_agent(cluster, order, account).await;
     let answer = agent
         .client()
         .preview(port.into(), Some(name.to_owned()))
@@ -62,6 +56,19 @@ async fn agent_with(
         String::from_utf8_lossy(&answer.body),
         cluster.logs()
     );
+    agent
+}
+
+/// An agent of `account` connected to the edges in `order`, with no
+/// preview yet.
+async fn connected_agent(cluster: &ClusterEdges, order: &[usize], account: &str) -> TestAgent {
+    let edges: Vec<SocketAddr> = order.iter().map(|&i| cluster.edges[i].quic).collect();
+    let agent = TestAgent::spawn_to_edges(&edges, &cluster.visitor_ca, &token_for(account)).await;
+    agent
+        .agent
+        .wait_connected(Duration::from_secs(10))
+        .await
+        .expect("the agent connects");
     agent
 }
 
@@ -679,17 +686,7 @@ async fn a_preview_made_with_a_time_to_live_ends_on_every_edge() {
     let etcd = Etcd::start().await;
     let cluster = ClusterEdges::start(3, &etcd).await;
     let origin = Origin::start().await;
-    let agent = TestAgent::spawn_to_edges(
-        &[cluster.edges[0].quic],
-        &cluster.visitor_ca,
-        &token_for("alice"),
-    )
-    .await;
-    agent
-        .agent
-        .wait_connected(Duration::from_secs(10))
-        .await
-        .expect("the agent connects");
+    let agent = connected_agent(&cluster, &[0], "alice").await;
     let request = calvin_agent::api::PreviewRequest {
         port: origin.port.into(),
         name: Some("brief".into()),
@@ -735,17 +732,7 @@ async fn a_protected_preview_is_protected_on_every_edge_and_its_link_opens_it_on
     let etcd = Etcd::start().await;
     let cluster = ClusterEdges::start(3, &etcd).await;
     let origin = Origin::start().await;
-    let agent = TestAgent::spawn_to_edges(
-        &[cluster.edges[0].quic],
-        &cluster.visitor_ca,
-        &token_for("alice"),
-    )
-    .await;
-    agent
-        .agent
-        .wait_connected(Duration::from_secs(10))
-        .await
-        .expect("the agent connects");
+    let agent = connected_agent(&cluster, &[0], "alice").await;
     let request = calvin_agent::api::PreviewRequest {
         port: origin.port.into(),
         name: Some("guarded".into()),
