@@ -39,7 +39,7 @@ use tokio::sync::watch;
 use tracing::debug;
 
 use crate::proxy::{Body, DrainGuard, Proxy, Scheme, Visitor};
-use crate::request_body::VisitorBody;
+use crate::request_body::{BodyError, VisitorBody};
 
 /// The ALPN of HTTP/3.
 pub const ALPN: &[u8] = b"h3";
@@ -53,6 +53,11 @@ pub const MAX_REQUESTS: u32 = 100;
 /// streams. An agent opens none (it is allowed no more, see
 /// [`crate::tunnel`]).
 pub const UNI_STREAMS: u32 = 3;
+
+/// Bytes an HTTP/3 visitor may send ahead of the edge reading them, over
+/// all of a connection's streams (hyper's HTTP/2 server allows 1 MiB; a
+/// little more here, as QUIC's window also covers the QPACK streams).
+const WINDOW: u32 = 2 << 20;
 
 /// How often a connection with requests under way is kept alive: well
 /// within the idle timeout (12 s), so a response silent longer (an event
@@ -92,30 +97,52 @@ impl Http3 {
     /// it ends; on the edge's stop, it finishes its requests (GOAWAY) and
     /// closes.
     pub(crate) async fn serve(self: Arc<Self>, conn: quinn::Connection) {
-        conn.set_max_concurrent_bi_streams(MAX_REQUESTS.into());
+        // What the visitor may send ahead of the edge reading it, over
+        // all its streams (the endpoint's window is the agents').
+        conn.set_receive_window(WINDOW.into());
         let drain = self.drain.clone();
         let mut stop = self.stop.clone();
-        let built = h3::server::builder()
-            .max_field_section_size(self.max_head_bytes)
-            .build::<_, Bytes>(h3_quinn::Connection::new(conn.clone()))
-            .await;
-        let mut h3 = match built {
-            Ok(h3) => h3,
-            Err(err) => return debug!(%err, "HTTP/3 connection failed to start"),
+        // Its control stream and SETTINGS within the header timeout, or
+        // the connection ends (a client that lets the edge open no stream
+        // would otherwise hold it unserved).
+        let mut builder = h3::server::builder();
+        builder.max_field_section_size(self.max_head_bytes);
+        let building = builder.build::<_, Bytes>(h3_quinn::Connection::new(conn.clone()));
+        let built = tokio::select! {
+            built = tokio::time::timeout(self.header_timeout, building) => built,
+            _ = stop.wait_for(|s| *s) => return close(&conn),
         };
-        let open = Arc::new(AtomicUsize::new(0));
+        let mut h3 = match built {
+            Ok(Ok(h3)) => h3,
+            Ok(Err(err)) => {
+                debug!(%err, "HTTP/3 connection failed to start");
+                return close(&conn);
+            }
+            Err(_) => {
+                debug!("no HTTP/3 control stream in time");
+                return close(&conn);
+            }
+        };
+        // Requests only once HTTP/3 runs: before, a stream would wait
+        // unread.
+        conn.set_max_concurrent_bi_streams(MAX_REQUESTS.into());
+        let open = Open::default();
         let alive = tokio::spawn(keep_alive(conn.clone(), open.clone()));
         let mut stopping = false;
         loop {
             let accepted = tokio::select! {
                 accepted = h3.accept() => Some(accepted),
                 _ = stop.wait_for(|s| *s), if !stopping => None,
+                // Stopping, and its last request is done: h3 would wait
+                // for the visitor to leave too.
+                () = open.done(), if stopping => break,
             };
             let Some(accepted) = accepted else {
-                // No request after those accepted; accept() then returns
-                // None once they are done.
+                // No request after the one last accepted (RFC 9114 5.2:
+                // those up to it are served); accept() then ends once they
+                // are done.
                 stopping = true;
-                if let Err(err) = h3.shutdown(0).await {
+                if let Err(err) = h3.shutdown(1).await {
                     debug!(%err, "HTTP/3 GOAWAY failed");
                     break;
                 }
@@ -124,12 +151,11 @@ impl Http3 {
             match accepted {
                 Ok(Some(resolver)) => {
                     let this = self.clone();
-                    let (open, drain) = (open.clone(), drain.clone());
+                    let (under_way, drain) = (open.start(), drain.clone());
                     let peer = conn.remote_address();
-                    open.fetch_add(1, Ordering::Relaxed);
                     tokio::spawn(async move {
                         this.request(resolver, peer, &drain).await;
-                        open.fetch_sub(1, Ordering::Relaxed);
+                        drop(under_way);
                     });
                 }
                 Ok(None) => break,
@@ -142,10 +168,10 @@ impl Http3 {
             }
         }
         alive.abort();
-        conn.close(
-            Code::H3_NO_ERROR.value().try_into().unwrap_or_default(),
-            b"",
-        );
+        // The last responses' ends may still be on their way: the visitor
+        // closes once it has them (a second at most).
+        let _ = tokio::time::timeout(Duration::from_secs(1), conn.closed()).await;
+        close(&conn);
     }
 
     /// One request: its head (within the header timeout), then the proxy's
@@ -174,7 +200,7 @@ impl Http3 {
             .headers()
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-        let req = req.map(|()| VisitorBody::H3(H3Body::new(recv, length)));
+        let req = req.map(|()| VisitorBody::H3(Box::new(H3Body::new(recv, length))));
         let visitor = Visitor {
             peer,
             scheme: Scheme::Https,
@@ -182,6 +208,51 @@ impl Http3 {
         let response = self.proxy.handle(req, &visitor, drain).await;
         if let Err(err) = respond(&mut send, response, head).await {
             debug!(%peer, %err, "HTTP/3 response cut off");
+        }
+    }
+}
+
+/// Ends an HTTP/3 connection without error.
+fn close(conn: &quinn::Connection) {
+    conn.close(
+        Code::H3_NO_ERROR.value().try_into().unwrap_or_default(),
+        b"",
+    );
+}
+
+/// Requests under way on a connection; each holds a [`UnderWay`] until
+/// it ends (or its task panics).
+#[derive(Clone, Default)]
+struct Open(Arc<(AtomicUsize, tokio::sync::Notify)>);
+
+struct UnderWay(Open);
+
+impl Open {
+    fn start(&self) -> UnderWay {
+        self.0.0.fetch_add(1, Ordering::AcqRel);
+        UnderWay(self.clone())
+    }
+
+    fn count(&self) -> usize {
+        self.0.0.load(Ordering::Acquire)
+    }
+
+    /// Resolves once no request is under way.
+    async fn done(&self) {
+        loop {
+            let ended = self.0.1.notified();
+            if self.count() == 0 {
+                return;
+            }
+            ended.await;
+        }
+    }
+}
+
+impl Drop for UnderWay {
+    fn drop(&mut self) {
+        if (self.0).0.0.fetch_sub(1, Ordering::AcqRel) == 1 {
+            (self.0).0.1.notify_waiters();
         }
     }
 }
@@ -251,16 +322,14 @@ async fn finish_with(
 /// frame, which the visitor acknowledges, and which restarts both idle
 /// timers as a ping would (RFC 9000 10.1). The window is then set back
 /// (quinn takes the byte back as data is read), so it does not grow.
-async fn keep_alive(conn: quinn::Connection, open: Arc<AtomicUsize>) {
-    // The endpoint's transport leaves quinn's connection window as it is:
-    // unbounded (calvin_common::quic::transport_config).
-    let window = quinn::VarInt::MAX;
-    let less = quinn::VarInt::from_u64(window.into_inner() - 1).unwrap_or(window);
+async fn keep_alive(conn: quinn::Connection, open: Open) {
+    let window = quinn::VarInt::from_u32(WINDOW);
+    let less = quinn::VarInt::from_u32(WINDOW - 1);
     let mut every = tokio::time::interval(KEEP_ALIVE_EVERY);
     every.tick().await;
     loop {
         every.tick().await;
-        if open.load(Ordering::Relaxed) == 0 {
+        if open.count() == 0 {
             continue;
         }
         conn.set_receive_window(less);
@@ -272,8 +341,9 @@ async fn keep_alive(conn: quinn::Connection, open: Arc<AtomicUsize>) {
 /// its trailers.
 pub struct H3Body {
     recv: RequestStream<h3_quinn::RecvStream, Bytes>,
-    /// Data read when the body was made, not yet passed on.
-    first: Option<Bytes>,
+    /// What was read when the body was made, not yet passed on: data,
+    /// trailers, or the error the stream ended with.
+    first: Option<Result<Frame<Bytes>, BodyError>>,
     /// Bytes still to come, when the request declared its length.
     left: Option<u64>,
     data_done: bool,
@@ -294,40 +364,55 @@ impl H3Body {
             ended: false,
         };
         let mut cx = Context::from_waker(Waker::noop());
-        if let Poll::Ready(Some(Ok(frame))) = body.poll_stream(&mut cx) {
-            match frame.into_data() {
-                Ok(data) => body.first = Some(data),
-                // Trailers without data: kept for no one (the origin's
-                // request then has no body to carry them).
-                Err(_) => body.ended = true,
-            }
+        if let Poll::Ready(polled) = body.poll_stream(&mut cx) {
+            body.first = polled;
         }
         body
     }
 
+    /// The stream's next frame. A body longer or shorter than its
+    /// Content-Length fails (RFC 9114 4.1.2: the request is malformed):
+    /// passed on as it came, the origin's connection would take the
+    /// difference for the start of the next request.
     fn poll_stream(
         &mut self,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, h3::error::StreamError>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
         if !self.data_done {
             match self.recv.poll_recv_data(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Err(err)) => {
                     self.ended = true;
-                    return Poll::Ready(Some(Err(err)));
+                    return Poll::Ready(Some(Err(err.into())));
                 }
                 Poll::Ready(Ok(Some(mut data))) => {
                     let data = data.copy_to_bytes(data.remaining());
                     if let Some(left) = &mut self.left {
-                        *left = left.saturating_sub(data.len() as u64);
+                        match left.checked_sub(data.len() as u64) {
+                            Some(rest) => *left = rest,
+                            None => {
+                                self.ended = true;
+                                return Poll::Ready(Some(Err(
+                                    "the request body is longer than its Content-Length".into(),
+                                )));
+                            }
+                        }
                     }
                     return Poll::Ready(Some(Ok(Frame::data(data))));
                 }
-                Poll::Ready(Ok(None)) => self.data_done = true,
+                Poll::Ready(Ok(None)) => {
+                    self.data_done = true;
+                    if self.left.is_some_and(|left| left > 0) {
+                        self.ended = true;
+                        return Poll::Ready(Some(Err(
+                            "the request body is shorter than its Content-Length".into(),
+                        )));
+                    }
+                }
             }
-        }
-        if self.ended {
-            return Poll::Ready(None);
         }
         let trailers = self.recv.poll_recv_trailers(cx);
         match trailers {
@@ -337,7 +422,7 @@ impl H3Body {
                 match polled {
                     Ok(Some(trailers)) => Poll::Ready(Some(Ok(Frame::trailers(trailers)))),
                     Ok(None) => Poll::Ready(None),
-                    Err(err) => Poll::Ready(Some(Err(err))),
+                    Err(err) => Poll::Ready(Some(Err(err.into()))),
                 }
             }
         }
@@ -346,7 +431,7 @@ impl H3Body {
 
 impl hyper::body::Body for H3Body {
     type Data = Bytes;
-    type Error = h3::error::StreamError;
+    type Error = BodyError;
 
     fn poll_frame(
         self: Pin<&mut Self>,
@@ -354,7 +439,7 @@ impl hyper::body::Body for H3Body {
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.get_mut();
         if let Some(first) = this.first.take() {
-            return Poll::Ready(Some(Ok(Frame::data(first))));
+            return Poll::Ready(Some(first));
         }
         this.poll_stream(cx)
     }
@@ -364,8 +449,13 @@ impl hyper::body::Body for H3Body {
     }
 
     fn size_hint(&self) -> SizeHint {
-        let first = self.first.as_ref().map_or(0, |f| f.len() as u64);
-        if self.is_end_stream() || (self.data_done && first == 0) {
+        let first = match &self.first {
+            Some(Ok(frame)) => frame.data_ref().map_or(0, |d| d.len() as u64),
+            // An error to come: nothing is promised.
+            Some(Err(_)) => return SizeHint::default(),
+            None => 0,
+        };
+        if self.ended {
             return SizeHint::with_exact(first);
         }
         match self.left {

@@ -23,7 +23,9 @@ use crate::http3::H3Body;
 /// and HTTP/2) or an HTTP/3 request stream's.
 pub enum VisitorBody {
     Hyper(Incoming),
-    H3(H3Body),
+    /// Boxed: an HTTP/1.1 or HTTP/2 request's body (and every future that
+    /// holds one) stays hyper's size.
+    H3(Box<H3Body>),
 }
 
 impl Body for VisitorBody {
@@ -38,9 +40,7 @@ impl Body for VisitorBody {
             VisitorBody::Hyper(body) => Pin::new(body)
                 .poll_frame(cx)
                 .map(|f| f.map(|r| r.map_err(BodyError::from))),
-            VisitorBody::H3(body) => Pin::new(body)
-                .poll_frame(cx)
-                .map(|f| f.map(|r| r.map_err(BodyError::from))),
+            VisitorBody::H3(body) => Pin::new(body.as_mut()).poll_frame(cx),
         }
     }
 

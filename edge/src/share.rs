@@ -235,12 +235,19 @@ impl Protection {
             }
             *req.uri_mut() = stripped;
         }
-        if source == Source::Bearer {
+        // The share token never reaches the origin, from whichever place
+        // it came, even when another place's opened the request.
+        let bearer_is_ours = source == Source::Bearer
+            || bearer
+                .as_deref()
+                .is_some_and(|b| self.key.verify(name, &self.salt, b, now).is_ok());
+        if bearer_is_ours {
             req.headers_mut().remove(header::AUTHORIZATION);
         }
         if cookie.is_some() {
             strip_cookie(req.headers_mut());
         }
+        strip_referer(req.headers_mut());
         Ok(Admitted::Pass)
     }
 }
@@ -317,6 +324,32 @@ fn cookie_token(headers: &HeaderMap) -> Option<String> {
 }
 
 /// `uri` without any `calvin_share` parameter, the others kept in order.
+/// A `Referer` naming a URL with a share token (a page a browser loaded
+/// with its link, without the redirect: no `Sec-Fetch-Mode`) loses the
+/// token, as the request's own target does.
+fn strip_referer(headers: &mut HeaderMap) {
+    let Some(referer) = headers.get(header::REFERER) else {
+        return;
+    };
+    if !referer
+        .as_bytes()
+        .windows(QUERY_PARAM.len())
+        .any(|w| w == QUERY_PARAM.as_bytes())
+    {
+        return;
+    }
+    let stripped = referer
+        .to_str()
+        .ok()
+        .and_then(|r| r.parse::<Uri>().ok())
+        .map(|uri| strip_query(&uri).to_string())
+        .and_then(|r| http::HeaderValue::from_str(&r).ok());
+    match stripped {
+        Some(value) => headers.insert(header::REFERER, value),
+        None => headers.remove(header::REFERER),
+    };
+}
+
 fn strip_query(uri: &Uri) -> Uri {
     let Some(query) = uri.query() else {
         return uri.clone();
@@ -598,6 +631,22 @@ mod tests {
         ));
         assert!(req.headers().get(header::AUTHORIZATION).is_none());
         assert!(req.headers().get(header::COOKIE).is_none());
+
+        // The query's token opens it; the same token in Authorization is
+        // taken out all the same, and a Referer loses it.
+        let uri = format!("/x?{QUERY_PARAM}={token}&q=1");
+        let referer = format!("https://web.preview.test/page?{QUERY_PARAM}={token}&r=2");
+        let mut req = request(&uri, &[("authorization", &bearer), ("referer", &referer)]);
+        assert!(matches!(
+            p.admit_at(&mut req, &web, NOW),
+            Ok(Admitted::Pass)
+        ));
+        assert!(req.headers().get(header::AUTHORIZATION).is_none());
+        assert_eq!(
+            req.headers()[header::REFERER],
+            "https://web.preview.test/page?r=2"
+        );
+        assert_eq!(req.uri(), "/x?q=1");
     }
 
     #[test]

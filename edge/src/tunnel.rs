@@ -168,7 +168,9 @@ pub(crate) async fn accept_agents(
             remote = %incoming.remote_address(),
             account = tracing::field::Empty,
         );
-        tokio::spawn(serve_connection(hub.clone(), http3.clone(), incoming).instrument(span));
+        // Weak: a handshake under way must not hold what a stop drains by.
+        let http3 = http3.as_ref().map(Arc::downgrade);
+        tokio::spawn(serve_connection(hub.clone(), http3, incoming).instrument(span));
     })
     .await;
     // Turn away agents that arrive while the edge drains.
@@ -196,7 +198,7 @@ pub(crate) async fn accept_until(
 /// session, or an HTTP/3 visitor's requests.
 async fn serve_connection(
     hub: Arc<AgentHub>,
-    http3: Option<Arc<Http3>>,
+    http3: Option<std::sync::Weak<Http3>>,
     incoming: quinn::Incoming,
 ) {
     let connecting = if crate::tls::is_loopback(incoming.remote_address()) {
@@ -224,8 +226,10 @@ async fn serve_connection(
         }
     };
     if crate::http3::is_h3(&conn) {
-        match http3 {
-            Some(http3) => {
+        // Gone: the edge is stopping.
+        match http3.map(|weak| weak.upgrade()) {
+            Some(None) => return conn.close(0u32.into(), b"stopping"),
+            Some(Some(http3)) => {
                 // Not an agent's: its requests are logged in their own spans.
                 let serving = http3.serve(conn);
                 return serving.instrument(tracing::Span::none()).await;
@@ -233,8 +237,6 @@ async fn serve_connection(
             None => return conn.close(0u32.into(), b"HTTP/3 is off"),
         }
     }
-    // An agent's session must not hold what a stop drains visitors by.
-    drop(http3);
     serve_agent(hub, conn).await;
 }
 

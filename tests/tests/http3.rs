@@ -161,6 +161,27 @@ async fn the_edge_answers_errors_and_bad_hosts_as_over_tcp() {
         Some("not-a-preview")
     );
 
+    // A body shorter than its Content-Length is malformed (RFC 9114
+    // 4.1.2): refused, and the origin never sees it (passed on, the
+    // origin's connection would take the next request's bytes for it).
+    let seen = s.origin.requests();
+    let out = h3client(
+        &s.edge,
+        &h3_url(&s.edge, &s.created.name, "/sha256"),
+        &["-X", "POST", "-H", "content-length: 40"],
+    )
+    .await;
+    assert_eq!(out.status(), 400, "{:?} {}", out.summary, out.stderr);
+    assert_eq!(
+        out.header("x-calvin-error").as_deref(),
+        Some("bad-request-body")
+    );
+    assert_eq!(
+        s.origin.requests(),
+        seen,
+        "the origin got the short request"
+    );
+
     // A URI past the limit: 414, as over TCP.
     let long = format!("/{}", "a".repeat(9000));
     let out = h3client(&s.edge, &h3_url(&s.edge, &s.created.name, &long), &[]).await;
