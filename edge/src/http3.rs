@@ -54,11 +54,6 @@ pub const MAX_REQUESTS: u32 = 100;
 /// [`crate::tunnel`]).
 pub const UNI_STREAMS: u32 = 3;
 
-/// Bytes an HTTP/3 visitor may send ahead of the edge reading them, over
-/// all of a connection's streams (hyper's HTTP/2 server allows 1 MiB; a
-/// little more here, as QUIC's window also covers the QPACK streams).
-const WINDOW: u32 = 2 << 20;
-
 /// How often a connection with requests under way is kept alive: well
 /// within the idle timeout (12 s), so a response silent longer (an event
 /// stream between events) does not end it.
@@ -97,9 +92,6 @@ impl Http3 {
     /// it ends; on the edge's stop, it finishes its requests (GOAWAY) and
     /// closes.
     pub(crate) async fn serve(self: Arc<Self>, conn: quinn::Connection) {
-        // What the visitor may send ahead of the edge reading it, over
-        // all its streams (the endpoint's window is the agents').
-        conn.set_receive_window(WINDOW.into());
         let drain = self.drain.clone();
         let mut stop = self.stop.clone();
         // Its control stream and SETTINGS within the header timeout, or
@@ -323,8 +315,11 @@ async fn finish_with(
 /// timers as a ping would (RFC 9000 10.1). The window is then set back
 /// (quinn takes the byte back as data is read), so it does not grow.
 async fn keep_alive(conn: quinn::Connection, open: Open) {
-    let window = quinn::VarInt::from_u32(WINDOW);
-    let less = quinn::VarInt::from_u32(WINDOW - 1);
+    // The endpoint's connection window is quinn's default, unbounded: an
+    // agent's streams must never wait on each other (a visitor who stops
+    // reading one download would stall every other visitor of the agent).
+    let window = quinn::VarInt::MAX;
+    let less = quinn::VarInt::from_u64(window.into_inner() - 1).unwrap_or(window);
     let mut every = tokio::time::interval(KEEP_ALIVE_EVERY);
     every.tick().await;
     loop {

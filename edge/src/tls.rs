@@ -80,10 +80,6 @@ pub fn https_config(certs: Arc<CertStore>) -> Result<rustls::ServerConfig, TlsEr
     Ok(config)
 }
 
-/// See [`quic_config`]: 16 MiB, more than a loopback agent keeps in
-/// flight (2 MiB) and 1.6 s of 10 MB/s from afar at 1 s of RTT.
-pub const EDGE_RECEIVE_WINDOW: u32 = 16 << 20;
-
 /// The QUIC listener's configuration for agents (ALPN `calvin/1`) and,
 /// when `http3`, HTTP/3 visitors (ALPN `h3`, see [`crate::http3`]); the
 /// same certificate as HTTPS; `loopback` for peers on this machine.
@@ -110,12 +106,6 @@ pub fn quic_config(
     // idle timeout. (An HTTP/3 connection is kept alive by the edge only
     // while it has requests under way, see `http3`.)
     transport.keep_alive_interval(None);
-    // What a peer may send ahead of the edge reading it, over all its
-    // streams (quinn's default is unbounded, so each stream's 1.25 MB
-    // window times its streams): an agent's responses, or an HTTP/3
-    // visitor's bodies until `http3` lowers it for the rest of the
-    // connection. Granted at the handshake, before the ALPN is known.
-    transport.receive_window(EDGE_RECEIVE_WINDOW.into());
     if http3 {
         // RFC 9114 6.2: a client must be able to open its control stream
         // (and QPACK's two) without waiting. An agent is allowed none
