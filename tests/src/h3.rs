@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 
@@ -162,6 +161,3 @@ pub async fn h3_get(
     }
     Some((response.status().as_u16(), Bytes::from(body)))
 }
-
-/// How long an HTTP/3 exchange of the tests may take at most.
-pub const H3_LIMIT: Duration = Duration::from_secs(60);

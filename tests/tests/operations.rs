@@ -366,21 +366,25 @@ async fn metrics_match_known_traffic_and_json_logs_carry_the_request_id() {
     edge.stop().await;
 }
 
+/// `path` of the preview `gone`, which no agent holds, over HTTPS.
+async fn gone(edge: &ServeEdge, dir: &Path, path: &str) -> CurlOutput {
+    let https = edge.https.expect("https").port();
+    curl(
+        &dir.join("certs/ca.pem"),
+        &[
+            "--resolve",
+            &format!("gone.{ZONE}:{https}:127.0.0.1"),
+            &format!("https://gone.{ZONE}:{https}{path}"),
+        ],
+    )
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_access_log_can_be_turned_off() {
     let dir = tempfile::tempdir().expect("tempdir");
     let edge = edge(dir.path(), "access = false").await;
-    let ca = dir.path().join("certs/ca.pem");
-    let https = edge.https.expect("https").port();
-    let out = curl(
-        &ca,
-        &[
-            "--resolve",
-            &format!("gone.{ZONE}:{https}:127.0.0.1"),
-            &format!("https://gone.{ZONE}:{https}/"),
-        ],
-    )
-    .await;
+    let out = gone(&edge, dir.path(), "/").await;
     assert_eq!(out.status, 404);
     // Counted all the same.
     let m = eventually(Duration::from_secs(5), || async {
@@ -399,17 +403,7 @@ async fn the_access_log_can_be_turned_off() {
 async fn access_query_keeps_the_query_in_the_access_log() {
     let dir = tempfile::tempdir().expect("tempdir");
     let edge = edge(dir.path(), "access = true\naccess_query = true").await;
-    let ca = dir.path().join("certs/ca.pem");
-    let https = edge.https.expect("https").port();
-    let out = curl(
-        &ca,
-        &[
-            "--resolve",
-            &format!("gone.{ZONE}:{https}:127.0.0.1"),
-            &format!("https://gone.{ZONE}:{https}/page?q=1&r=two"),
-        ],
-    )
-    .await;
+    let out = gone(&edge, dir.path(), "/page?q=1&r=two").await;
     assert_eq!(out.status, 404);
     let id = out.header("x-request-id").expect("request id").to_owned();
     let line = eventually(Duration::from_secs(5), || async {
