@@ -41,6 +41,7 @@ pub mod events;
 pub mod files;
 pub mod git;
 pub mod markdown_anchor;
+pub mod mattermost;
 pub mod metrics;
 pub mod permalink;
 pub mod permission;
