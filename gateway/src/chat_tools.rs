@@ -4,10 +4,12 @@
 //! `{ "ok": true, ... }`; what it read from Slack is in `content`, inside
 //! the same untrusted block as read_thread's.
 //!
-//! Scope: "the bot's channel" is the session's channel. read_post reads
-//! only there; the others also reach public channels the bot is a member
-//! of (Slack answers a bot's history and replies only there); search
-//! results are kept from the session's channel and public channels.
+//! Scope: "the bot's channel" is the session's channel. On Slack read_post
+//! reads only there; the others also reach public channels the bot is a
+//! member of (Slack answers a bot's history and replies only there). On
+//! Mattermost every tool reaches the public channels of the instance, the
+//! bot a member or not, as the spec says. Search results are kept from the
+//! session's channel and public channels.
 
 use std::collections::HashMap;
 
@@ -16,9 +18,8 @@ use serde_json::{Value, json};
 
 use crate::args::{Args, problems};
 use crate::chat::{ChatError, Conversation, Text, ThreadMessage};
-use crate::config::is_user_id;
 use crate::files;
-use crate::permalink::{ChannelId, Target, parse_permalink_for};
+use crate::permalink::{ChannelId, Target};
 use crate::permission::Verdict;
 use crate::threads::{Entry, MAX_POST_CHARS, author, cut, neutralise_mentions, shown, untrusted};
 use crate::tools::{Gateway, Runner, ToolOutcome, chat_reason};
@@ -82,7 +83,7 @@ impl Gateway {
                 conversation.label()
             ));
         }
-        if !conversation.is_member {
+        if !conversation.is_member && !self.chat.platform().reads_public_channels_unjoined() {
             return Err(format!(
                 "the bot is not in {}: invite it there first (only public channels the bot is in \
                  are in scope)",
@@ -102,15 +103,14 @@ impl Gateway {
         required: bool,
     ) -> Result<Option<Target>, String> {
         let what = if required {
-            Some("the post's Slack link (https://<workspace>/archives/<C…|G…>/p<16 digits>)")
+            Some(format!("the post's link ({})", self.chat.link_form().await))
         } else {
             None
         };
-        let Some(url) = a.text("url", what, 1..=URL_MAX, true) else {
+        let Some(url) = a.text("url", what.as_deref(), 1..=URL_MAX, true) else {
             return Ok(None);
         };
-        let host = self.workspace().await?.host;
-        match parse_permalink_for(&url, &host, &runner.context.channel) {
+        match self.chat.resolve_link(&url, &runner.context.channel).await {
             Ok(target) => Ok(Some(target)),
             Err(why) => {
                 a.found.push(why);
@@ -153,8 +153,9 @@ impl Gateway {
         let (Some(target), Some(max), true) = (target, max, a.found.is_empty()) else {
             return Err(problems("nothing was read", &a.found));
         };
+        let public_too = self.chat.platform().read_post_reaches_public_channels();
         let conversation = self
-            .in_scope(runner, target.channel.as_str(), false)
+            .in_scope(runner, target.channel.as_str(), public_too)
             .await?;
         let thread = self.thread_of(&target).await?;
         let post = thread
@@ -244,14 +245,11 @@ impl Gateway {
         raw: &JsonObject,
     ) -> ToolOutcome {
         let mut a = Args::new(raw, &["channel_id", "max_messages"]);
-        let channel = a.text(
-            "channel_id",
-            Some("the channel's id (C… or G…)"),
-            1..=30,
-            true,
-        );
+        let platform = self.chat.platform();
+        let form = format!("the channel's id ({})", platform.channel_form());
+        let channel = a.text("channel_id", Some(&form), 1..=30, true);
         let channel = channel.and_then(|c| {
-            ChannelId::parse(&c)
+            ChannelId::parse(platform, &c)
                 .map_err(|e| a.found.push(format!("channel_id: {e}")))
                 .ok()
         });
@@ -497,21 +495,17 @@ impl Gateway {
 
     pub(crate) async fn send_dm(&self, runner: &Runner, raw: &JsonObject) -> ToolOutcome {
         let mut a = Args::new(raw, &["recipient", "message"]);
-        let recipient = a.text(
-            "recipient",
-            Some("a Slack user id, U0123ABC or <@U0123ABC>"),
-            1..=40,
-            true,
-        );
-        let recipient = recipient.and_then(|r| match parse_recipient(&r) {
-            Some(id) => Some(id),
-            None => {
-                a.found.push(format!(
-                    "recipient {r:?} is not a Slack user id (U0123ABC or <@U0123ABC>)"
-                ));
-                None
-            }
-        });
+        let recipient = a.text("recipient", Some(self.chat.person_form()), 1..=40, true);
+        let recipient = match recipient {
+            Some(r) => match self.chat.find_person(&r).await {
+                Ok(id) => Some(id),
+                Err(why) => {
+                    a.found.push(why);
+                    None
+                }
+            },
+            None => None,
+        };
         let message = a.text(
             "message",
             Some(&format!("the message, 1 to {MAX_POST_CHARS} characters")),
@@ -682,15 +676,6 @@ fn check_emoji(name: &str) -> Result<(), String> {
     }
 }
 
-/// `U0123ABC` or `<@U0123ABC>` (Slack may add `|name`).
-fn parse_recipient(s: &str) -> Option<String> {
-    let id = match s.strip_prefix("<@").and_then(|r| r.strip_suffix('>')) {
-        Some(inner) => inner.split('|').next().unwrap_or(inner),
-        None => s,
-    };
-    is_user_id(id).then(|| id.to_owned())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -748,18 +733,5 @@ mod tests {
         assert!(check_emoji("Eyes").is_err());
         assert!(check_emoji("eyes::skin-tone-7").is_err());
         assert!(check_emoji("a b").is_err());
-    }
-
-    #[test]
-    fn recipients_are_user_ids() {
-        assert_eq!(parse_recipient("U0123ABC").as_deref(), Some("U0123ABC"));
-        assert_eq!(parse_recipient("<@U0123ABC>").as_deref(), Some("U0123ABC"));
-        assert_eq!(
-            parse_recipient("<@W0123ABC|ann>").as_deref(),
-            Some("W0123ABC")
-        );
-        assert_eq!(parse_recipient("@ann"), None);
-        assert_eq!(parse_recipient("C0123ABC"), None);
-        assert_eq!(parse_recipient("u0123abc"), None);
     }
 }

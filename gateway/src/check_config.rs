@@ -32,7 +32,9 @@ pub fn check(path: &Path) -> Result<(GatewayConfig, String), Vec<Problem>> {
             .into_iter()
             .map(|(key, message)| doc.problem(key, message))
             .collect();
-        if let Err(e) = crate::slack::Connector::for_url(&config.slack.api_url) {
+        if let Some(slack) = &config.slack
+            && let Err(e) = crate::slack::Connector::for_url(&slack.api_url)
+        {
             problems.push(doc.problem("slack.api_url", e.to_string()));
         }
         problems.extend(files(doc, config));

@@ -4,13 +4,21 @@
 //! mode = "hosted"                  # "one-machine" | "self-hosted" | "hosted"
 //! agent_socket = "/run/user/1000/calvin/agent.sock"   # hosted: the calvin agent's control socket
 //!
-//! [slack]
+//! [slack]                          # the chat platform: [slack] or [mattermost], exactly one
 //! api_url = "https://slack.com/api/"       # the default
 //! # bot_token = "xoxb-..."                 # or the environment's SLACK_BOT_TOKEN
 //! # app_token = "xapp-..."                 # or SLACK_APP_TOKEN: Socket Mode (`serve` only)
 //! # socket_connections = 2                 # Socket Mode WebSockets held open (1..10)
 //! # reconnect_secs = 5                     # wait between failed Socket Mode connects (1..300)
 //! # user_token = "xoxp-..."                # or SLACK_USER_TOKEN: search_messages (search:read)
+//!
+//! # [mattermost]                   # instead of [slack]
+//! # url = "https://chat.example.com"       # the site URL (plain http only to a loopback host)
+//! # token = "..."                          # or MATTERMOST_TOKEN: the bot account's access token
+//! # channel = "<26-character id>"          # the bot's channel: its team is the one searched and linked
+//! # callback_url = "https://mm-hooks.example.com"  # where Mattermost POSTs button clicks and dialogs (`serve`)
+//! # callback_listen = "127.0.0.1:8766"     # what callback_url reaches: the daemon's callback listener
+//! # reconnect_secs = 30                    # the longest wait between WebSocket reconnects (1..300)
 //!
 //! [permissions]                    # permission_prompt and send_dm's first DM
 //! allow_users = []                 # Slack user ids whose reactions decide, besides the session's owner
@@ -65,6 +73,7 @@ use std::path::{Path, PathBuf};
 use calvin_common::config_check::out_of_range;
 use serde::{Deserialize, Deserializer};
 
+use crate::chat::Platform;
 use crate::workspace::WorkspaceConfig;
 
 /// Which tools exist and which refuse (the spec's availability table).
@@ -95,8 +104,11 @@ pub struct GatewayConfig {
     pub mode: Mode,
     #[serde(default)]
     pub agent_socket: Option<PathBuf>,
+    /// The chat platform: exactly one of `[slack]` and `[mattermost]`.
     #[serde(default)]
-    pub slack: SlackConfig,
+    pub slack: Option<SlackConfig>,
+    #[serde(default)]
+    pub mattermost: Option<MattermostConfig>,
     #[serde(default)]
     pub uploads: UploadsConfig,
     #[serde(default)]
@@ -147,6 +159,46 @@ impl Default for SlackConfig {
             user_token: None,
         }
     }
+}
+
+/// Mattermost, instead of Slack.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MattermostConfig {
+    /// The site URL, e.g. `https://chat.example.com` (links start with it).
+    pub url: String,
+    /// The bot account's access token; else `MATTERMOST_TOKEN`.
+    #[serde(default)]
+    pub token: Option<String>,
+    /// The bot's channel: its team is the one search_messages searches and
+    /// the team of the links to direct messages.
+    pub channel: String,
+    /// Where Mattermost POSTs a button's click and a dialog's submission
+    /// (request_secret); it must reach `callback_listen`, directly or
+    /// through a tunnel. `None`: request_secret refuses, and says why.
+    #[serde(default)]
+    pub callback_url: Option<String>,
+    /// The `serve` daemon's listener for those callbacks.
+    #[serde(default = "default_callback_listen")]
+    pub callback_listen: SocketAddr,
+    /// The longest wait between WebSocket reconnects (the first is 1 s,
+    /// doubling up to this).
+    #[serde(default = "default_mm_reconnect")]
+    pub reconnect_secs: u64,
+}
+
+fn default_callback_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8766))
+}
+
+fn default_mm_reconnect() -> u64 {
+    30
+}
+
+/// Which chat platform a configuration names, and its section.
+pub enum ChatConfig<'a> {
+    Slack(&'a SlackConfig),
+    Mattermost(&'a MattermostConfig),
 }
 
 /// Who decides permission prompts, and how long they wait.
@@ -212,14 +264,11 @@ impl Default for LauncherConfig {
 /// The longest a prompt may wait for its decision: a day.
 pub const MAX_DECISION_SECS: u64 = 86_400;
 
-/// A Slack user id: `U…` or `W…` (Enterprise Grid), upper case letters
-/// and digits.
-pub fn is_user_id(s: &str) -> bool {
-    s.len() >= 3
-        && (s.starts_with('U') || s.starts_with('W'))
-        && s.bytes()
-            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
-}
+const BOTH_PLATFORMS: &str = "both [slack] and [mattermost] are set: a gateway serves one chat \
+     platform; keep the section of the one this gateway serves";
+const NO_PLATFORM: &str = "no chat platform: add a [slack] section (its tokens may come from \
+     SLACK_BOT_TOKEN and SLACK_APP_TOKEN) or a [mattermost] section (url, channel; the token may \
+     come from MATTERMOST_TOKEN)";
 
 /// The placeholders a launcher template may use.
 pub const LAUNCHER_PLACEHOLDERS: [&str; 7] = [
@@ -317,6 +366,10 @@ pub enum ConfigError {
     },
     #[error("no Slack bot token: set [slack] bot_token or SLACK_BOT_TOKEN")]
     NoToken,
+    #[error("no Mattermost token: set [mattermost] token or MATTERMOST_TOKEN")]
+    NoMattermostToken,
+    #[error("{0}")]
+    Platform(&'static str),
     #[error("the registration token {path}: {source}")]
     TokenFile {
         path: PathBuf,
@@ -384,20 +437,31 @@ impl GatewayConfig {
 
     /// Every bounded value: the durations, the connections, the upload
     /// size.
-    pub fn bounds(&self) -> [Bounded; 6] {
-        [
-            (
+    pub fn bounds(&self) -> Vec<Bounded> {
+        let mut bounds = Vec::new();
+        if let Some(slack) = &self.slack {
+            bounds.push((
                 "slack.socket_connections",
-                self.slack.socket_connections.into(),
+                slack.socket_connections.into(),
                 1,
                 MAX_SOCKET_CONNECTIONS,
-            ),
-            (
+            ));
+            bounds.push((
                 "slack.reconnect_secs",
-                self.slack.reconnect_secs,
+                slack.reconnect_secs,
                 1,
                 MAX_RECONNECT_SECS,
-            ),
+            ));
+        }
+        if let Some(mm) = &self.mattermost {
+            bounds.push((
+                "mattermost.reconnect_secs",
+                mm.reconnect_secs,
+                1,
+                MAX_RECONNECT_SECS,
+            ));
+        }
+        bounds.extend([
             (
                 "permissions.timeout_secs",
                 self.permissions.timeout_secs,
@@ -422,12 +486,33 @@ impl GatewayConfig {
                 1,
                 DEFAULT_MAX_UPLOAD,
             ),
-        ]
+        ]);
+        bounds
+    }
+
+    /// The chat platform's section, or why there is none to choose.
+    pub fn chat(&self) -> Result<ChatConfig<'_>, ConfigError> {
+        match (&self.slack, &self.mattermost) {
+            (Some(slack), None) => Ok(ChatConfig::Slack(slack)),
+            (None, Some(mm)) => Ok(ChatConfig::Mattermost(mm)),
+            (Some(_), Some(_)) => Err(ConfigError::Platform(BOTH_PLATFORMS)),
+            (None, None) => Err(ConfigError::Platform(NO_PLATFORM)),
+        }
+    }
+
+    /// The chat platform, for the syntax of ids (Slack when the file names
+    /// none: its problem is reported on its own).
+    pub fn platform(&self) -> Platform {
+        match self.chat() {
+            Ok(ChatConfig::Mattermost(_)) => Platform::Mattermost,
+            _ => Platform::Slack,
+        }
     }
 
     /// Every value that would break the gateway: its dotted key and what is
     /// wrong with it. (The files it names are `check_config`'s.)
     pub fn problems(&self) -> Vec<(String, String)> {
+        let platform = self.platform();
         let mut problems = Vec::new();
         let mut add = |key: String, message: String| problems.push((key, message));
         if self.mode == Mode::Hosted && self.agent_socket.is_none() {
@@ -460,15 +545,33 @@ impl GatewayConfig {
                 format!("{metrics} is serve.listen's address: give /metrics a port of its own"),
             );
         }
+        if let Err(ConfigError::Platform(why)) = self.chat() {
+            let key = if self.slack.is_some() {
+                "mattermost"
+            } else {
+                "slack"
+            };
+            add(key.into(), why.into());
+        }
+        if let Some(mm) = &self.mattermost {
+            if let Err(e) = crate::mattermost::site_url(&mm.url) {
+                add("mattermost.url".into(), e);
+            }
+            if let Err(e) = Platform::Mattermost.check_channel_id(&mm.channel) {
+                add("mattermost.channel".into(), e);
+            }
+            if let Some(url) = &mm.callback_url
+                && let Err(e) = crate::mattermost::callback_url(url)
+            {
+                add("mattermost.callback_url".into(), e);
+            }
+        }
         if let Err(e) = check_launcher(&self.launcher.command) {
             add("launcher.command".into(), e);
         }
         for (i, channel) in self.spawn.code_channels.iter().enumerate() {
-            if crate::permalink::ChannelId::parse(channel).is_err() {
-                add(
-                    format!("spawn.code_channels[{i}]"),
-                    format!("{channel:?} is not a Slack channel id (C…, G…)"),
-                );
+            if let Err(e) = platform.check_channel_id(channel) {
+                add(format!("spawn.code_channels[{i}]"), e);
             }
         }
         if let Some(url) = &self.daemon.url
@@ -477,11 +580,8 @@ impl GatewayConfig {
             add("daemon.url".into(), e);
         }
         for (i, user) in self.permissions.allow_users.iter().enumerate() {
-            if !is_user_id(user) {
-                add(
-                    format!("permissions.allow_users[{i}]"),
-                    format!("{user:?} is not a Slack user id (U… or W…)"),
-                );
+            if let Err(e) = platform.check_user_id(user) {
+                add(format!("permissions.allow_users[{i}]"), e);
             }
         }
         problems
@@ -490,6 +590,7 @@ impl GatewayConfig {
     /// The user token for search: from the file, else `SLACK_USER_TOKEN`.
     pub fn user_token(&self) -> Option<String> {
         self.slack
+            .as_ref()?
             .user_token
             .clone()
             .or_else(|| std::env::var("SLACK_USER_TOKEN").ok())
@@ -545,6 +646,7 @@ impl GatewayConfig {
     /// `SLACK_APP_TOKEN`; `None` when neither is set.
     pub fn app_token(&self) -> Option<String> {
         self.slack
+            .as_ref()?
             .app_token
             .clone()
             .or_else(|| std::env::var("SLACK_APP_TOKEN").ok())
@@ -599,11 +701,22 @@ impl GatewayConfig {
     /// The bot token: from the file, else `SLACK_BOT_TOKEN`.
     pub fn bot_token(&self) -> Result<String, ConfigError> {
         self.slack
-            .bot_token
-            .clone()
+            .as_ref()
+            .and_then(|s| s.bot_token.clone())
             .or_else(|| std::env::var("SLACK_BOT_TOKEN").ok())
             .filter(|t| !t.is_empty())
             .ok_or(ConfigError::NoToken)
+    }
+
+    /// The Mattermost bot's token: from the file, else `MATTERMOST_TOKEN`.
+    pub fn mattermost_token(&self) -> Result<String, ConfigError> {
+        self.mattermost
+            .as_ref()
+            .and_then(|m| m.token.clone())
+            .or_else(|| std::env::var("MATTERMOST_TOKEN").ok())
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty())
+            .ok_or(ConfigError::NoMattermostToken)
     }
 }
 
@@ -700,9 +813,15 @@ mod tests {
         assert!(err.to_string().contains("unknown field `agent`"), "{err}");
     }
 
-    /// Every problem of `text`, `key: message` a line each.
+    /// Every problem of `text`, `key: message` a line each (with an empty
+    /// `[slack]` when it names no platform).
     fn check(text: &str) -> Result<(), String> {
-        let c: GatewayConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        let text = if text.contains("[slack]") || text.contains("[mattermost]") {
+            text.to_owned()
+        } else {
+            format!("{text}\n[slack]\n")
+        };
+        let c: GatewayConfig = toml::from_str(&text).map_err(|e| e.to_string())?;
         let problems = c.problems();
         if problems.is_empty() {
             return Ok(());
@@ -712,6 +831,64 @@ mod tests {
             .map(|(key, message)| format!("{key}: {message}"))
             .collect::<Vec<_>>()
             .join("\n"))
+    }
+
+    #[test]
+    fn one_chat_platform_exactly() {
+        let mm = "[mattermost]\nurl = \"https://chat.example.com\"\nchannel = \"ybndrfg8ejkmcpqxot1uwisza3\"\n";
+        let parse = |text: &str| toml::from_str::<GatewayConfig>(text).unwrap();
+        let both = parse(&format!("mode = \"self-hosted\"\n[slack]\n{mm}"));
+        assert_eq!(
+            both.problems(),
+            [("mattermost".to_owned(), BOTH_PLATFORMS.to_owned())]
+        );
+        assert!(both.chat().is_err());
+        let neither = parse("mode = \"self-hosted\"\n");
+        assert_eq!(
+            neither.problems(),
+            [("slack".to_owned(), NO_PLATFORM.to_owned())]
+        );
+        let slack = parse("mode = \"self-hosted\"\n[slack]\n");
+        assert!(matches!(slack.chat(), Ok(ChatConfig::Slack(_))));
+        assert_eq!(slack.platform(), Platform::Slack);
+        let only_mm = parse(&format!("mode = \"self-hosted\"\n{mm}"));
+        assert!(matches!(only_mm.chat(), Ok(ChatConfig::Mattermost(_))));
+        assert_eq!(only_mm.platform(), Platform::Mattermost);
+        assert_eq!(only_mm.problems(), vec![]);
+        let m = only_mm.mattermost.as_ref().unwrap();
+        assert_eq!(m.callback_listen, "127.0.0.1:8766".parse().unwrap());
+        assert_eq!(m.reconnect_secs, 30);
+        assert_eq!(m.callback_url, None);
+        // Its values, each checked.
+        let bad = parse(
+            "mode = \"self-hosted\"\n[mattermost]\nurl = \"http://chat.example.com\"\nchannel = \"C0123\"\ncallback_url = \"nowhere\"\n",
+        );
+        let keys: Vec<String> = bad.problems().into_iter().map(|p| p.0).collect();
+        assert_eq!(
+            keys,
+            [
+                "mattermost.url",
+                "mattermost.channel",
+                "mattermost.callback_url"
+            ]
+        );
+        // A Mattermost gateway names Mattermost's ids.
+        let ids = parse(&format!(
+            "mode = \"self-hosted\"\n{mm}[spawn]\ncode_channels = [\"C0123\"]\n[permissions]\nallow_users = [\"U0ANN\", \"ybndrfg8ejkmcpqxot1uwisza3\"]\n"
+        ));
+        let problems = ids.problems();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert_eq!(problems[0].0, "spawn.code_channels[0]");
+        assert!(problems[0].1.contains("not a Mattermost channel id"));
+        assert_eq!(problems[1].0, "permissions.allow_users[0]");
+        assert!(problems[1].1.contains("not a Mattermost user id"));
+        // The token: the file's, else the environment's.
+        assert_eq!(
+            parse(&format!("mode = \"self-hosted\"\n{mm}token = \" t0k \"\n"))
+                .mattermost_token()
+                .unwrap(),
+            "t0k"
+        );
     }
 
     #[test]
@@ -727,35 +904,56 @@ mod tests {
     /// either.
     #[test]
     fn every_bounded_value_is_refused_one_past_its_bounds() {
-        let c: GatewayConfig = toml::from_str("mode = \"one-machine\"").unwrap();
-        let named: Vec<_> = c.bounds().iter().map(|b| b.0).collect();
-        assert_eq!(
-            named,
-            [
-                "slack.socket_connections",
-                "slack.reconnect_secs",
-                "permissions.timeout_secs",
-                "permissions.decision_timeout_secs",
-                "launcher.timeout_secs",
-                "uploads.max_bytes"
-            ]
-        );
-        for (key, _, min, max) in c.bounds() {
-            let (table, name) = key.split_once('.').unwrap();
-            let with = |value: u64| {
-                check(&format!(
-                    "mode = \"one-machine\"\n[{table}]\n{name} = {value}"
-                ))
-            };
-            assert_eq!(with(min), Ok(()), "{key} = {min}");
-            assert_eq!(with(max), Ok(()), "{key} = {max}");
-            for past in [min - 1, max + 1] {
-                assert_eq!(
-                    with(past),
-                    Err(format!(
-                        "{key}: {name} must be from {min} to {max}, got {past}"
-                    ))
-                );
+        const MM: &str = "[mattermost]\nurl = \"https://chat.example.com\"\nchannel = \"ybndrfg8ejkmcpqxot1uwisza3\"\n";
+        for (platform, named) in [
+            (
+                "[slack]\n",
+                &[
+                    "slack.socket_connections",
+                    "slack.reconnect_secs",
+                    "permissions.timeout_secs",
+                    "permissions.decision_timeout_secs",
+                    "launcher.timeout_secs",
+                    "uploads.max_bytes",
+                ][..],
+            ),
+            (
+                MM,
+                &[
+                    "mattermost.reconnect_secs",
+                    "permissions.timeout_secs",
+                    "permissions.decision_timeout_secs",
+                    "launcher.timeout_secs",
+                    "uploads.max_bytes",
+                ][..],
+            ),
+        ] {
+            let c: GatewayConfig =
+                toml::from_str(&format!("mode = \"one-machine\"\n{platform}")).unwrap();
+            assert_eq!(c.problems(), vec![]);
+            let keys: Vec<_> = c.bounds().iter().map(|b| b.0).collect();
+            assert_eq!(keys, named);
+            for (key, _, min, max) in c.bounds() {
+                let (table, name) = key.split_once('.').unwrap();
+                let with = |value: u64| {
+                    let line = format!("{name} = {value}\n");
+                    let text = if platform.starts_with(&format!("[{table}]")) {
+                        format!("mode = \"one-machine\"\n{platform}{line}")
+                    } else {
+                        format!("mode = \"one-machine\"\n{platform}[{table}]\n{line}")
+                    };
+                    check(&text)
+                };
+                assert_eq!(with(min), Ok(()), "{key} = {min}");
+                assert_eq!(with(max), Ok(()), "{key} = {max}");
+                for past in [min - 1, max + 1] {
+                    assert_eq!(
+                        with(past),
+                        Err(format!(
+                            "{key}: {name} must be from {min} to {max}, got {past}"
+                        ))
+                    );
+                }
             }
         }
         assert_eq!(
@@ -930,6 +1128,11 @@ mod tests {
         assert!(code("C0CODE").is_ok());
         assert!(
             code("general")
+                .unwrap_err()
+                .contains("is in lower case; Slack's ids are upper case (GENERAL)")
+        );
+        assert!(
+            code("#general")
                 .unwrap_err()
                 .contains("is not a Slack channel id")
         );

@@ -218,7 +218,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 branch,
                 env_file,
             };
-            context.check().map_err(anyhow::Error::msg)?;
+            context
+                .check(config.platform())
+                .map_err(anyhow::Error::msg)?;
             context.resolve_env_file(&config.runtime_dir());
             let metrics = Metrics::default();
             let gateway = assemble(&config, Process::Stdio, &metrics)?.gateway;
@@ -312,7 +314,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::EnvFile { config, session } => {
             let (config, _) = checked(&config, "; nothing was started", format)?;
-            check_ids(&session.channel, &session.thread_ts).map_err(anyhow::Error::msg)?;
+            check_ids(config.platform(), &session.channel, &session.thread_ts)
+                .map_err(anyhow::Error::msg)?;
             let env_file =
                 default_env_file(&config.runtime_dir(), &session.channel, &session.thread_ts);
             println!("{}", env_file.display());

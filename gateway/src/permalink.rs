@@ -1,7 +1,10 @@
-//! Slack conversation ids, message timestamps and permalinks, parsed at the
-//! boundary: past [`Target::from_args`] no tool re-checks them.
+//! Conversation ids, message ids and links, parsed at the boundary: past
+//! [`ThreadArg::from_args`] and [`crate::chat::ChatBackend::resolve_link`]
+//! no tool re-checks them. Which syntax applies is the platform's
+//! ([`Platform`]); this module holds Slack's link parser, and
+//! [`crate::mattermost::link`] Mattermost's.
 //!
-//! A permalink is taken only in the form Slack gives it:
+//! A Slack permalink is taken only in the form Slack gives it:
 //! `https://<the workspace's own host>/archives/<C…|G…>/p<16 digits>`, an
 //! optional trailing slash, and for a reply the query Slack adds
 //! (`thread_ts=<ts>`, and `cid=<the same channel>`). Anything else is
@@ -12,32 +15,23 @@ use serde_json::Value;
 
 use rmcp::model::JsonObject;
 
-/// A conversation id a tool may name: `C…` (a channel) or `G…` (a private
-/// channel or group DM), upper case letters and digits.
+use crate::chat::Platform;
+
+/// A conversation id a tool may name: on Slack `C…` (a channel) or `G…` (a
+/// private channel or group DM), upper case letters and digits; on
+/// Mattermost a channel's 26-character id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ChannelId(String);
 
 impl ChannelId {
-    pub fn parse(s: &str) -> Result<ChannelId, String> {
-        let upper = s.to_ascii_uppercase();
-        let well_formed = |id: &str| {
-            id.len() >= 3
-                && (id.starts_with('C') || id.starts_with('G'))
-                && id
-                    .bytes()
-                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit())
-        };
-        if well_formed(s) {
-            return Ok(ChannelId(s.to_owned()));
-        }
-        if well_formed(&upper) {
-            return Err(format!(
-                "the channel id {s:?} is in lower case; Slack's ids are upper case ({upper})"
-            ));
-        }
-        Err(format!(
-            "{s:?} is not a Slack channel id (C… or G…, upper case letters and digits)"
-        ))
+    pub fn parse(platform: Platform, s: &str) -> Result<ChannelId, String> {
+        platform.check_channel_id(s)?;
+        Ok(ChannelId(s.to_owned()))
+    }
+
+    /// An id known good: the session's own, or one a platform answered.
+    pub fn trusted(s: &str) -> ChannelId {
+        ChannelId(s.to_owned())
     }
 
     pub fn as_str(&self) -> &str {
@@ -51,24 +45,20 @@ impl std::fmt::Display for ChannelId {
     }
 }
 
-/// A message timestamp, `1700000000.000100`: 10 digits, a dot, 6 digits.
+/// A message id: Slack's timestamp `1700000000.000100` (10 digits, a dot,
+/// 6 digits), or a Mattermost post id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Ts(String);
 
 impl Ts {
-    pub fn parse(s: &str) -> Result<Ts, String> {
-        let ok = s.len() == 17
-            && s.as_bytes()[10] == b'.'
-            && s.bytes()
-                .enumerate()
-                .all(|(i, b)| i == 10 || b.is_ascii_digit());
-        if ok {
-            Ok(Ts(s.to_owned()))
-        } else {
-            Err(format!(
-                "{s:?} is not a Slack message timestamp (10 digits, a dot, 6 digits, for example 1700000000.000100)"
-            ))
-        }
+    pub fn parse(platform: Platform, s: &str) -> Result<Ts, String> {
+        platform.check_message_id(s)?;
+        Ok(Ts(s.to_owned()))
+    }
+
+    /// An id known good: one a platform answered.
+    pub fn trusted(s: &str) -> Ts {
+        Ts(s.to_owned())
     }
 
     /// From a permalink's `p` part: 16 digits, the dot left out.
@@ -98,10 +88,21 @@ pub struct Target {
     pub thread_ts: Option<Ts>,
 }
 
-impl Target {
+/// How a tool's arguments named a thread: a link still to resolve, or ids.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThreadArg {
+    Link(String),
+    Ids(Target),
+}
+
+impl ThreadArg {
     /// `url`, or `channel` with `ts` (the spec's two ways), from a tool's
     /// arguments. Problems are pushed to `found`.
-    pub fn from_args(args: &JsonObject, host: &str, found: &mut Vec<String>) -> Option<Target> {
+    pub fn from_args(
+        args: &JsonObject,
+        platform: Platform,
+        found: &mut Vec<String>,
+    ) -> Option<ThreadArg> {
         let text = |key: &str, found: &mut Vec<String>| match args.get(key) {
             None | Some(Value::Null) => None,
             Some(Value::String(s)) => Some(s.trim().to_owned()),
@@ -118,43 +119,42 @@ impl Target {
                 found.push("give url, or channel with ts, not both".into());
                 None
             }
-            (Some(url), None, None) => match parse_permalink(&url, host) {
-                Ok(target) => Some(target),
-                Err(why) => {
-                    found.push(why);
-                    None
-                }
-            },
+            (Some(url), None, None) => Some(ThreadArg::Link(url)),
             (None, Some(channel), Some(ts)) => {
-                let channel = ChannelId::parse(&channel).map_err(|e| found.push(e)).ok();
-                let ts = Ts::parse(&ts)
+                let channel = ChannelId::parse(platform, &channel)
+                    .map_err(|e| found.push(e))
+                    .ok();
+                let ts = Ts::parse(platform, &ts)
                     .map_err(|e| found.push(format!("ts: {e}")))
                     .ok();
-                Some(Target {
+                Some(ThreadArg::Ids(Target {
                     channel: channel?,
                     ts: ts?,
                     thread_ts: None,
-                })
+                }))
             }
             (None, Some(_), None) => {
-                found.push("channel needs ts: the timestamp of a message in the thread".into());
+                found.push(format!("channel needs ts: {}", platform.message_form()));
                 None
             }
             (None, None, Some(_)) => {
-                found.push("ts needs channel: the id of the conversation (C… or G…)".into());
+                found.push(format!(
+                    "ts needs channel: the id of the conversation ({})",
+                    platform.channel_form()
+                ));
                 None
             }
             (None, None, None) => {
-                found.push(
-                    "the thread is required: url (its Slack link), or channel with ts".into(),
-                );
+                found.push(format!(
+                    "the thread is required: url (its {} link), or channel with ts",
+                    platform.name()
+                ));
                 None
             }
         }
     }
 }
 
-/// A Slack permalink of the workspace at `host` (e.g. `acme.slack.com`).
 pub fn parse_permalink(link: &str, host: &str) -> Result<Target, String> {
     parse_link(link, host, None)
 }
@@ -198,7 +198,8 @@ fn parse_link(link: &str, host: &str, own: Option<&str>) -> Result<Target, Strin
     };
     let channel = match own {
         Some(own) if channel == own => ChannelId(own.to_owned()),
-        _ => ChannelId::parse(channel).map_err(|e| what(&format!("names a bad channel: {e}")))?,
+        _ => ChannelId::parse(Platform::Slack, channel)
+            .map_err(|e| what(&format!("names a bad channel: {e}")))?,
     };
     let message = match (parts.next(), parts.next()) {
         (Some(p), None) if p.starts_with('p') => Ts::from_p(&p[1..])
@@ -219,7 +220,8 @@ fn parse_link(link: &str, host: &str, own: Option<&str>) -> Result<Target, Strin
         match key.as_ref() {
             "thread_ts" if thread_ts.is_none() => {
                 thread_ts = Some(
-                    Ts::parse(&value).map_err(|e| what(&format!("has a bad thread_ts: {e}")))?,
+                    Ts::parse(Platform::Slack, &value)
+                        .map_err(|e| what(&format!("has a bad thread_ts: {e}")))?,
                 );
             }
             "cid" if value == channel.as_str() => {}
@@ -321,42 +323,53 @@ mod tests {
 
     #[test]
     fn ids_and_timestamps() {
-        assert!(ChannelId::parse("C0").is_err());
-        assert!(ChannelId::parse("G0ABC").is_ok());
-        assert!(ChannelId::parse("C0-1").is_err());
-        assert!(Ts::parse("1700000000.000100").is_ok());
-        assert!(Ts::parse("1700000000000100").is_err());
-        assert!(Ts::parse("170000000a.000100").is_err());
+        let slack = Platform::Slack;
+        assert!(ChannelId::parse(slack, "C0").is_err());
+        assert!(ChannelId::parse(slack, "G0ABC").is_ok());
+        assert!(ChannelId::parse(slack, "C0-1").is_err());
+        assert!(Ts::parse(slack, "1700000000.000100").is_ok());
+        assert!(Ts::parse(slack, "1700000000000100").is_err());
+        assert!(Ts::parse(slack, "170000000a.000100").is_err());
+        let mm = Platform::Mattermost;
+        let id = "ybndrfg8ejkmcpqxot1uwisza3";
+        assert!(ChannelId::parse(mm, id).is_ok());
+        assert!(Ts::parse(mm, id).is_ok());
+        assert!(ChannelId::parse(mm, &id[..25]).is_err());
+        assert!(ChannelId::parse(mm, &format!("{id}4")).is_err());
+        let upper = ChannelId::parse(mm, &id.to_ascii_uppercase()).unwrap_err();
+        assert!(upper.contains("lower case"), "{upper}");
+        assert!(Ts::parse(mm, "1700000000.000100").is_err());
+        assert!(ChannelId::parse(slack, id).is_err());
     }
 
     #[test]
     fn arguments_take_one_way_or_the_other() {
         let args = |v: Value| v.as_object().unwrap().clone();
         let mut found = vec![];
-        let t = Target::from_args(
+        let t = ThreadArg::from_args(
             &args(serde_json::json!({"channel": "C01", "ts": "1700000000.000100"})),
-            HOST,
+            Platform::Slack,
             &mut found,
         );
         assert!(t.is_some() && found.is_empty(), "{found:?}");
         let mut found = vec![];
-        Target::from_args(
+        ThreadArg::from_args(
             &args(
                 serde_json::json!({"url": "https://acme.slack.com/archives/C01/p1700000000000100", "channel": "C01"}),
             ),
-            HOST,
+            Platform::Slack,
             &mut found,
         );
         assert_eq!(found, ["give url, or channel with ts, not both"]);
         let mut found = vec![];
-        Target::from_args(
+        ThreadArg::from_args(
             &args(serde_json::json!({"channel": "c01", "ts": "x"})),
-            HOST,
+            Platform::Slack,
             &mut found,
         );
         assert_eq!(found.len(), 2, "{found:?}");
         let mut found = vec![];
-        Target::from_args(&args(serde_json::json!({})), HOST, &mut found);
+        ThreadArg::from_args(&args(serde_json::json!({})), Platform::Slack, &mut found);
         assert!(found[0].starts_with("the thread is required"));
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
-use crate::config::GatewayConfig;
+use crate::config::{ChatConfig, GatewayConfig};
 use crate::daemon_client::DaemonClient;
 use crate::decisions::ReactionRoute;
 use crate::events::EventHub;
@@ -67,8 +67,12 @@ pub fn assemble(
     process: Process,
     metrics: &Metrics,
 ) -> anyhow::Result<Assembled> {
+    let slack = match config.chat()? {
+        ChatConfig::Slack(slack) => slack,
+        ChatConfig::Mattermost(_) => anyhow::bail!("Mattermost: not yet"),
+    };
     let chat = slack::backend_counted(
-        &config.slack.api_url,
+        &slack.api_url,
         config.bot_token()?,
         config.user_token(),
         metrics.clone(),
@@ -85,7 +89,7 @@ pub fn assemble(
         .spawn
         .code_channels
         .iter()
-        .map(|c| ChannelId::parse(c).map_err(anyhow::Error::msg))
+        .map(|c| ChannelId::parse(config.platform(), c).map_err(anyhow::Error::msg))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let runtime_dir = config.runtime_dir();
     let mut events = None;
@@ -105,10 +109,10 @@ pub fn assemble(
             events = Some(Events {
                 hub,
                 socket_mode: SocketModeConfig {
-                    api_url: config.slack.api_url.clone(),
+                    api_url: slack.api_url.clone(),
                     app_token,
-                    connections: config.slack.socket_connections,
-                    reconnect_secs: config.slack.reconnect_secs,
+                    connections: slack.socket_connections,
+                    reconnect_secs: slack.reconnect_secs,
                 },
             });
             SecretRoute::Here(requests)

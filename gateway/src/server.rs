@@ -577,7 +577,7 @@ impl Daemon {
             Ok(c) => c,
             Err(e) => return json_response(StatusCode::BAD_REQUEST, json!({ "error": e })),
         };
-        if let Err(why) = context.check() {
+        if let Err(why) = context.check(self.gateway.chat.platform()) {
             return json_response(StatusCode::BAD_REQUEST, json!({ "error": why }));
         }
         context.resolve_env_file(&self.gateway.runtime_dir);
@@ -671,7 +671,7 @@ impl Daemon {
                 json!({ "error": "give channel: the conversation whose reactions to stream" }),
             );
         };
-        if let Err(why) = crate::session::check_channel(channel) {
+        if let Err(why) = self.gateway.chat.platform().check_session_channel(channel) {
             return json_response(StatusCode::BAD_REQUEST, json!({ "error": why }));
         }
         let events = hub.watch_reactions(channel);
@@ -691,7 +691,11 @@ impl Daemon {
             Err(e) => return json_response(StatusCode::BAD_REQUEST, json!({ "error": e })),
         };
         // The same checks as the tool's, at this boundary.
-        if let Err(why) = posted.session.check().and_then(|()| posted.request.check()) {
+        if let Err(why) = posted
+            .session
+            .check(self.gateway.chat.platform())
+            .and_then(|()| posted.request.check())
+        {
             return json_response(StatusCode::UNPROCESSABLE_ENTITY, json!({ "error": why }));
         }
         posted.session.resolve_env_file(&self.gateway.runtime_dir);

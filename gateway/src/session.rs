@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
-use crate::chat::ThreadRef;
+use crate::chat::{Platform, ThreadRef};
 
 /// What a runner tells the gateway about its session.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -81,15 +81,18 @@ impl Model {
 impl SessionContext {
     /// The channel and thread are Slack ids (they name files and
     /// branches), the directory absolute.
-    pub fn check(&self) -> Result<(), String> {
-        check_ids(&self.channel, &self.thread_ts)?;
+    pub fn check(&self, platform: Platform) -> Result<(), String> {
+        check_ids(platform, &self.channel, &self.thread_ts)?;
         if !self.session_dir.is_absolute() {
             return Err("session_dir must be an absolute path".into());
         }
         if let Some(owner) = &self.owner
             && (owner.is_empty() || !owner.bytes().all(|b| b.is_ascii_alphanumeric()))
         {
-            return Err(format!("owner {owner:?} is not a Slack user id"));
+            return Err(format!(
+                "owner {owner:?} is not a {} user id",
+                platform.name()
+            ));
         }
         if let Some(branch) = &self.branch
             && (branch.is_empty() || branch.starts_with('-') || branch.contains(".."))
@@ -163,27 +166,14 @@ pub fn default_env_file(runtime_dir: &std::path::Path, channel: &str, thread_ts:
         .join("env.sh")
 }
 
-/// A session's channel and thread are Slack ids (they name files and
-/// branches).
-pub fn check_ids(channel: &str, thread_ts: &str) -> Result<(), String> {
-    check_channel(channel)?;
-    crate::permalink::Ts::parse(thread_ts).map_err(|e| format!("thread_ts: {e}"))?;
+/// A session's channel and thread are the platform's ids (they name files
+/// and branches).
+pub fn check_ids(platform: Platform, channel: &str, thread_ts: &str) -> Result<(), String> {
+    platform.check_session_channel(channel)?;
+    platform
+        .check_message_id(thread_ts)
+        .map_err(|e| format!("thread_ts: {e}"))?;
     Ok(())
-}
-
-/// A Slack conversation id of any kind: upper case letters and digits.
-pub fn check_channel(channel: &str) -> Result<(), String> {
-    let channel_ok = channel.len() >= 3
-        && channel
-            .bytes()
-            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit());
-    if channel_ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "channel {channel:?} is not a Slack conversation id (C…, G… or D…)"
-        ))
-    }
 }
 
 /// send_dm's DMs to one recipient per session.

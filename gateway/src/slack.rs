@@ -24,10 +24,11 @@ use slack_morphism::errors::SlackClientError;
 use slack_morphism::prelude::*;
 
 use crate::chat::{
-    ChatBackend, ChatError, Conversation, Found, Posted, Text, ThreadMessage, ThreadRef, Upload,
-    Uploaded, Workspace,
+    ChatBackend, ChatError, Conversation, Found, Platform, Posted, Text, ThreadMessage, ThreadRef,
+    Upload, Uploaded, Workspace,
 };
 use crate::metrics::{Metrics, SlackOutcome};
+use crate::permalink::Target;
 
 /// How many times one call is retried after rate-limit answers.
 pub const MAX_RATE_LIMIT_RETRIES: u32 = 3;
@@ -130,6 +131,18 @@ pub fn backend_counted(
     })
 }
 
+/// `U0123ABC` or `<@U0123ABC>` (Slack may add `|name`).
+fn parse_recipient(s: &str) -> Option<String> {
+    let id = match s.strip_prefix("<@").and_then(|r| r.strip_suffix('>')) {
+        Some(inner) => inner.split('|').next().unwrap_or(inner),
+        None => s,
+    };
+    Platform::Slack
+        .check_user_id(id)
+        .ok()
+        .map(|()| id.to_owned())
+}
+
 pub(crate) fn is_loopback(host: &str) -> bool {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     host == "localhost"
@@ -161,6 +174,37 @@ impl<C> ChatBackend for SlackBackend<C>
 where
     C: SlackClientHttpConnector + Send + Sync + 'static,
 {
+    fn platform(&self) -> Platform {
+        Platform::Slack
+    }
+
+    async fn resolve_link(&self, link: &str, own: &str) -> Result<Target, String> {
+        let host = self
+            .workspace()
+            .await
+            .map_err(|e| format!("cannot ask Slack which workspace this is: {e}"))?
+            .host;
+        crate::permalink::parse_permalink_for(link, &host, own)
+    }
+
+    async fn link_form(&self) -> String {
+        let host = match self.workspace().await {
+            Ok(w) => w.host,
+            Err(_) => "<workspace>.slack.com".into(),
+        };
+        format!("https://{host}/archives/<C…|G…>/p<16 digits>")
+    }
+
+    async fn find_person(&self, recipient: &str) -> Result<String, String> {
+        parse_recipient(recipient).ok_or_else(|| {
+            format!("recipient {recipient:?} is not a Slack user id (U0123ABC or <@U0123ABC>)")
+        })
+    }
+
+    fn person_form(&self) -> &'static str {
+        "a Slack user id, U0123ABC or <@U0123ABC>"
+    }
+
     async fn upload_file(&self, thread: &ThreadRef, upload: Upload) -> Result<Uploaded, ChatError> {
         let session = self.client.open_session(&self.token);
         let title = upload.title.unwrap_or_else(|| upload.filename.clone());
@@ -685,6 +729,7 @@ where
                 // instead of retrying early into another 429.
                 if retries == MAX_RATE_LIMIT_RETRIES || retry_after > MAX_RETRY_WAIT {
                     return Err(ChatError::RateLimited {
+                        platform: Platform::Slack,
                         retry_after_secs: retry_after.as_secs(),
                     });
                 }
@@ -733,6 +778,7 @@ fn chat_error(err: SlackClientError) -> ChatError {
         }
         SlackClientError::ApiError(api) => ChatError::Api(api.code),
         SlackClientError::RateLimitError(limited) => ChatError::RateLimited {
+            platform: Platform::Slack,
             retry_after_secs: limited.retry_after.unwrap_or(DEFAULT_RETRY_WAIT).as_secs(),
         },
         // Never the answer's body: it may hold what people wrote (a thread
@@ -784,6 +830,19 @@ mod tests {
     }
 
     #[test]
+    fn recipients_are_user_ids() {
+        assert_eq!(parse_recipient("U0123ABC").as_deref(), Some("U0123ABC"));
+        assert_eq!(parse_recipient("<@U0123ABC>").as_deref(), Some("U0123ABC"));
+        assert_eq!(
+            parse_recipient("<@W0123ABC|ann>").as_deref(),
+            Some("W0123ABC")
+        );
+        assert_eq!(parse_recipient("@ann"), None);
+        assert_eq!(parse_recipient("C0123ABC"), None);
+        assert_eq!(parse_recipient("u0123abc"), None);
+    }
+
+    #[test]
     fn an_answer_body_never_reaches_an_error() {
         let http = SlackClientError::HttpError(
             slack_morphism::errors::SlackClientHttpError::new(http::StatusCode::BAD_GATEWAY)
@@ -791,7 +850,7 @@ mod tests {
         );
         assert_eq!(
             chat_error(http).to_string(),
-            "cannot reach Slack: Slack answered HTTP status 502 Bad Gateway"
+            "cannot reach the chat platform: Slack answered HTTP status 502 Bad Gateway"
         );
         let parse = serde_json::from_str::<u8>("x").expect_err("not a number");
         let protocol = SlackClientError::ProtocolError(
@@ -810,6 +869,7 @@ mod tests {
         assert_eq!(
             chat_error(err),
             ChatError::RateLimited {
+                platform: Platform::Slack,
                 retry_after_secs: 7
             }
         );

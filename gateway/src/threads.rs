@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::args::{Args, problems};
 use crate::chat::{ChatError, Conversation, Text, ThreadMessage, Workspace};
 use crate::files;
-use crate::permalink::Target;
+use crate::permalink::{Target, ThreadArg};
 use crate::session::SessionContext;
 use crate::tools::{Gateway, Runner, ToolOutcome, chat_reason};
 
@@ -37,6 +37,21 @@ impl Gateway {
                 chat_reason(&e)
             )
         })
+    }
+
+    /// The thread a tool's `url`, or `channel` with `ts`, names (a link
+    /// resolved by the platform); problems pushed to `a.found`.
+    pub(crate) async fn thread_arg(&self, a: &mut Args<'_>) -> Option<Target> {
+        match ThreadArg::from_args(a.raw(), self.chat.platform(), &mut a.found)? {
+            ThreadArg::Ids(target) => Some(target),
+            ThreadArg::Link(url) => match self.chat.resolve_link(&url, "").await {
+                Ok(target) => Some(target),
+                Err(why) => {
+                    a.found.push(why);
+                    None
+                }
+            },
+        }
     }
 
     /// A conversation as Slack describes it to the bot; a refusal saying
@@ -163,7 +178,7 @@ impl Gateway {
     pub(crate) async fn read_thread(&self, runner: &Runner, raw: &JsonObject) -> ToolOutcome {
         let mut a = Args::new(raw, &["url", "channel", "ts"]);
         let workspace = self.workspace().await?;
-        let target = Target::from_args(a.raw(), &workspace.host, &mut a.found);
+        let target = self.thread_arg(&mut a).await;
         let Some(target) = target.filter(|_| a.found.is_empty()) else {
             return Err(problems("the thread was not read", &a.found));
         };
@@ -215,8 +230,7 @@ impl Gateway {
 
     pub(crate) async fn post_thread(&self, runner: &Runner, raw: &JsonObject) -> ToolOutcome {
         let mut a = Args::new(raw, &["url", "channel", "ts", "text"]);
-        let workspace = self.workspace().await?;
-        let target = Target::from_args(a.raw(), &workspace.host, &mut a.found);
+        let target = self.thread_arg(&mut a).await;
         let text = a.text(
             "text",
             Some("the reply, Slack mrkdwn, 1 to 4,000 characters"),
@@ -238,6 +252,7 @@ impl Gateway {
             );
         }
         let slot = runner.counters.take("post_thread")?;
+        let workspace = self.workspace().await?;
         let conversation = self
             .readable(context, &workspace.bot_user, target.channel.as_str())
             .await?;

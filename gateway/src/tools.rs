@@ -615,8 +615,14 @@ impl Gateway {
 
 pub(crate) fn chat_reason(err: &ChatError) -> String {
     match err {
-        ChatError::RateLimited { retry_after_secs } => {
-            format!("Slack is rate limiting this bot; try again in {retry_after_secs} s")
+        ChatError::RateLimited {
+            platform,
+            retry_after_secs,
+        } => {
+            format!(
+                "{} is rate limiting this bot; try again in {retry_after_secs} s",
+                platform.name()
+            )
         }
         other => other.to_string(),
     }

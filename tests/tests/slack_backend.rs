@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use calvin_gateway::chat::{ChatBackend, ChatError, ThreadRef, Upload};
+use calvin_gateway::chat::{ChatBackend, ChatError, Platform, ThreadRef, Upload};
 use calvin_gateway::slack::backend as slack_backend;
 use calvin_tests::fake_slack::FakeSlack;
 use calvin_tests::{curl, pattern_bytes};
@@ -206,6 +206,7 @@ async fn endless_rate_limit_gives_up_after_three_retries() {
     assert_eq!(
         post,
         Err(ChatError::RateLimited {
+            platform: Platform::Slack,
             retry_after_secs: 1
         })
     );
@@ -370,6 +371,7 @@ async fn a_retry_after_longer_than_30_s_fails_at_once_with_the_wait() {
     assert_eq!(
         post,
         Err(ChatError::RateLimited {
+            platform: Platform::Slack,
             retry_after_secs: 31
         })
     );

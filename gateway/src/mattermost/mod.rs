@@ -4,3 +4,76 @@
 //! buttons and dialogs ([`sign`]).
 
 pub mod sign;
+
+/// `[mattermost] url`: the site URL, `https://host[:port][/path]`, or plain
+/// `http://` to a loopback host (the token must not cross a network in
+/// clear text); without a trailing slash, a query or a fragment.
+pub fn site_url(url: &str) -> Result<String, String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("{url:?} is not a URL ({e})"))?;
+    let host = parsed
+        .host_str()
+        .ok_or_else(|| format!("{url:?} has no host"))?;
+    match parsed.scheme() {
+        "https" => {}
+        "http" if crate::slack::is_loopback(host) => {}
+        "http" => {
+            return Err(format!(
+                "{url:?}: plain http is allowed only to a loopback host; the bot's token would \
+                 cross the network in clear text (use https)"
+            ));
+        }
+        other => return Err(format!("{url:?} is not http(s) but {other}:")),
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(format!(
+            "{url:?} has a query or a #fragment; give the site URL alone"
+        ));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(format!(
+            "{url:?} holds a user name or password; the token goes in [mattermost] token"
+        ));
+    }
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
+/// `[mattermost] callback_url`: an http(s) URL Mattermost can POST to.
+pub fn callback_url(url: &str) -> Result<String, String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("{url:?} is not a URL ({e})"))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(format!("{url:?} is not an http(s) URL"));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(format!("{url:?} has a query or a #fragment"));
+    }
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn site_urls() {
+        assert_eq!(
+            site_url("https://chat.example.com/").unwrap(),
+            "https://chat.example.com"
+        );
+        assert_eq!(
+            site_url("https://chat.example.com:8443/mm").unwrap(),
+            "https://chat.example.com:8443/mm"
+        );
+        assert!(site_url("http://127.0.0.1:8065").is_ok());
+        assert!(
+            site_url("http://chat.example.com")
+                .unwrap_err()
+                .contains("loopback")
+        );
+        assert!(site_url("ftp://chat.example.com").is_err());
+        assert!(site_url("https://chat.example.com/?a=1").is_err());
+        assert!(site_url("https://u:p@chat.example.com").is_err());
+        assert!(site_url("chat.example.com").is_err());
+        assert!(callback_url("https://hooks.example.com/mm").is_ok());
+        assert!(callback_url("hooks.example.com").is_err());
+    }
+}
