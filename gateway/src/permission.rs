@@ -179,15 +179,18 @@ impl Gateway {
                 Decision::Allow(Value::Object(input))
             }
             Ok(Verdict::Denied(user)) => Decision::Deny(format!(
-                "Permission to use {name} was denied in Slack by {}.",
+                "Permission to use {name} was denied in {} by {}.",
+                self.chat.platform().name(),
                 self.name_of(&user).await
             )),
             Ok(Verdict::NoAnswer) => Decision::Deny(format!(
-                "Permission to use {name} was denied: nobody answered in Slack within {} s.",
+                "Permission to use {name} was denied: nobody answered in {} within {} s.",
+                self.chat.platform().name(),
                 self.permissions.timeout_secs
             )),
             Err(why) => Decision::Deny(format!(
-                "Permission to use {name} was denied: it could not be asked in Slack ({why})."
+                "Permission to use {name} was denied: it could not be asked in {} ({why}).",
+                self.chat.platform().name()
             )),
         }
     }
@@ -273,15 +276,17 @@ impl Gateway {
             ),
             Heard::Chose { user, .. } => (
                 Decision::Deny(format!(
-                    "The plan was rejected in Slack by {}. Ask in the thread what to change, then \
+                    "The plan was rejected in {} by {}. Ask in the thread what to change, then \
                      present a new plan.",
+                    self.chat.platform().name(),
                     self.name_of(&user).await
                 )),
                 format!(":x: Rejected by <@{user}>"),
             ),
             Heard::NoAnswer => (
                 Decision::Deny(format!(
-                    "The plan was not approved: nobody answered in Slack within {} s.",
+                    "The plan was not approved: nobody answered in {} within {} s.",
+                    self.chat.platform().name(),
                     self.permissions.decision_timeout_secs
                 )),
                 format!(

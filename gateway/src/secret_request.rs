@@ -254,7 +254,8 @@ impl SecretRequests {
         let text = format!(
             "<@{owner}>, this session asks for a secret: `{name}`\n>{reason}\nThe button opens a \
              private form; the value is stored encrypted and given to the session's shell \
-             commands, never shown in Slack."
+             commands, never shown in {}.",
+            self.chat.platform().name()
         );
         let blocks = json!([
             {"type": "section", "text": {"type": "mrkdwn", "text": text}},
@@ -329,7 +330,7 @@ impl SecretRequests {
             ))
             .await;
         }
-        let view = modal(&click.value, &name, file);
+        let view = modal(&click.value, &name, file, self.chat.platform().name());
         if let Err(err) = self.chat.open_view(&click.trigger_id, &view).await {
             warn!(%err, %name, "could not open the secret's form");
             refuse(format!(
@@ -434,7 +435,7 @@ impl SecretRequests {
 }
 
 /// The form: the variable's name, one input (multi-line for a file).
-fn modal(id: &str, name: &str, file: bool) -> Value {
+fn modal(id: &str, name: &str, file: bool, platform: &str) -> Value {
     json!({
         "type": "modal",
         "callback_id": CALLBACK_ID,
@@ -457,8 +458,8 @@ fn modal(id: &str, name: &str, file: bool) -> Value {
                 },
             },
             {"type": "context", "elements": [{"type": "mrkdwn", "text":
-                "Only you see this form. The value is stored encrypted and given to the \
-                 session's shell commands; it is never shown in Slack."}]},
+                format!("Only you see this form. The value is stored encrypted and given to the \
+                 session's shell commands; it is never shown in {platform}.")}]},
         ],
     })
 }

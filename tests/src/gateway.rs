@@ -31,6 +31,9 @@ pub struct GatewaySetup {
     pub extra: String,
     /// Lines added to its `[slack]` section.
     pub slack_extra: String,
+    /// The chat platform's section instead of `[slack]` (a `[mattermost]`
+    /// section: see [`crate::chat_world`]).
+    pub chat_section: Option<String>,
     /// Lines added to its `[serve]` section.
     pub serve_extra: String,
     /// Whether the gateway's environment has `SP_STORE_KEY`.
@@ -58,6 +61,7 @@ impl GatewaySetup {
             agent_socket: None,
             extra: String::new(),
             slack_extra: String::new(),
+            chat_section: None,
             serve_extra: String::new(),
             store_key: true,
             channel: CHANNEL.into(),
@@ -131,13 +135,18 @@ impl GatewaySetup {
             .as_ref()
             .map(|p| format!("agent_socket = \"{}\"\n", p.display()))
             .unwrap_or_default();
+        let chat = match &self.chat_section {
+            Some(section) => section.clone(),
+            None => format!(
+                "[slack]\napi_url = \"{api}\"\nbot_token = \"{BOT_TOKEN}\"\n{slack_extra}",
+                api = self.slack.api_url(),
+                slack_extra = self.slack_extra,
+            ),
+        };
         let text = format!(
-            "mode = \"{mode}\"\n{agent}\n[slack]\napi_url = \"{api}\"\nbot_token = \"{BOT_TOKEN}\"\n\
-             {slack_extra}[secrets]\nstore_dir = \"{store}\"\nruntime_dir = \"{run}\"\n\
-             [serve]\ntoken_file = \"{token}\"\n{serve_extra}{extra}\n",
+            "mode = \"{mode}\"\n{agent}\n{chat}[secrets]\nstore_dir = \"{store}\"\n\
+             runtime_dir = \"{run}\"\n[serve]\ntoken_file = \"{token}\"\n{serve_extra}{extra}\n",
             mode = self.mode,
-            api = self.slack.api_url(),
-            slack_extra = self.slack_extra,
             store = self.store_dir().display(),
             run = self.runtime_dir().display(),
             token = self.token_file().display(),
