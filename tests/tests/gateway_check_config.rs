@@ -240,6 +240,63 @@ fn the_mode_paths_and_workspace_are_named() {
     );
 }
 
+/// A Mattermost section with what it needs.
+const MATTERMOST: &str =
+    "[mattermost]\nurl = \"https://chat.example.com\"\nchannel = \"ybndrfg8ejkmcpqxot1uwisza3\"\n";
+
+/// A gateway serves one chat platform: neither section, or both, is a
+/// problem named in the report; either alone passes.
+#[test]
+fn the_chat_platform_is_one_section_exactly() {
+    let s = Setup::new();
+    let with = |platform: &str| {
+        let text = format!(
+            "mode = \"one-machine\"\n[serve]\ntoken_file = \"{}\"\n{platform}",
+            s.path("gateway.token").display()
+        );
+        check(&s.write("platform.toml", &text))
+    };
+    let file = s.path("platform.toml").display().to_string();
+    let neither = with("");
+    assert_eq!(neither.status.code(), Some(1));
+    assert!(
+        stderr_lines(&neither)[0].starts_with(&format!(
+            "{file}: slack: no chat platform: add a [slack] section"
+        )),
+        "{:?}",
+        stderr_lines(&neither)
+    );
+    let both = with(&format!("[slack]\n{MATTERMOST}"));
+    assert_eq!(both.status.code(), Some(1));
+    assert!(
+        stderr_lines(&both)[0].contains("mattermost: both [slack] and [mattermost] are set"),
+        "{:?}",
+        stderr_lines(&both)
+    );
+    for one in ["[slack]\n", MATTERMOST] {
+        let out = with(one);
+        assert!(
+            out.status.success(),
+            "{one}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // A Mattermost section's own values, each named on its line.
+    let bad = with(
+        "[mattermost]\nurl = \"http://chat.example.com\"\nchannel = \"C0123\"\ncallback_url = \"x\"\n",
+    );
+    let lines = stderr_lines(&bad);
+    assert!(
+        lines[0].contains(":5: mattermost.url:") && lines[0].contains("loopback"),
+        "{lines:?}"
+    );
+    assert!(lines[1].contains(":6: mattermost.channel:"), "{lines:?}");
+    assert!(
+        lines[2].contains(":7: mattermost.callback_url:"),
+        "{lines:?}"
+    );
+}
+
 /// Each duration and limit passes at its bounds and is refused one past
 /// either, named.
 #[test]
@@ -248,18 +305,31 @@ fn every_limit_passes_at_its_bounds_and_fails_one_past() {
     for (table, key, min, max) in [
         ("slack", "socket_connections", 1u64, 10u64),
         ("slack", "reconnect_secs", 1, 300),
+        ("mattermost", "reconnect_secs", 1, 300),
         ("permissions", "timeout_secs", 1, 86_400),
         ("permissions", "decision_timeout_secs", 1, 86_400),
         ("launcher", "timeout_secs", 1, 600),
         ("uploads", "max_bytes", 1, 100 << 20),
     ] {
-        let with = |value: u64| {
-            let text = format!(
-                "mode = \"one-machine\"\n[serve]\ntoken_file = \"{}\"\n[{table}]\n{key} = {value}\n",
+        // The platform's section, with the key when it is the platform's.
+        let platform = match table {
+            "mattermost" => MATTERMOST,
+            "slack" => "[slack]\n",
+            _ => "[slack]\n",
+        };
+        let text = |value: u64| {
+            let head = format!(
+                "mode = \"one-machine\"\n[serve]\ntoken_file = \"{}\"\n{platform}",
                 s.path("gateway.token").display()
             );
-            check(&s.write("limit.toml", &text))
+            if platform.starts_with(&format!("[{table}]")) {
+                format!("{head}{key} = {value}\n")
+            } else {
+                format!("{head}[{table}]\n{key} = {value}\n")
+            }
         };
+        let line = text(0).lines().count();
+        let with = |value: u64| check(&s.write("limit.toml", &text(value)));
         for value in [min, max] {
             let out = with(value);
             assert!(
@@ -274,7 +344,7 @@ fn every_limit_passes_at_its_bounds_and_fails_one_past() {
             assert_eq!(
                 stderr_lines(&out)[0],
                 format!(
-                    "{}:5: {table}.{key}: {key} must be from {min} to {max}, got {value}",
+                    "{}:{line}: {table}.{key}: {key} must be from {min} to {max}, got {value}",
                     s.path("limit.toml").display()
                 )
             );
