@@ -257,10 +257,9 @@ pub(crate) fn apply_submission_answer(state: &mut State, submission: &Submission
         .and_then(Value::as_str)
         .is_some_and(|e| !e.is_empty());
     let cancelled = submission.body["cancelled"] == json!(true);
-    if cancelled || !(errors || error) {
-        if let Some(dialog) = state.dialogs.get_mut(submission.dialog) {
-            dialog.open = false;
-        }
+    let closes = cancelled || !(errors || error);
+    if let Some(dialog) = state.dialogs.get_mut(submission.dialog).filter(|_| closes) {
+        dialog.open = false;
     }
 }
 

@@ -160,7 +160,14 @@ async fn api(shared: &Arc<Shared>, req: Request<Incoming>, request_id: &str) -> 
     let found = route(req.method(), req.uri().path());
     let template = match &found {
         Some((_, template)) => template.to_string(),
-        None => format!("{} {}", req.method(), req.uri().path()),
+        None => {
+            let path = req.uri().path();
+            format!(
+                "{} {}",
+                req.method(),
+                path.strip_prefix("/api/v4").unwrap_or(path)
+            )
+        }
     };
     match shared.fault(&template) {
         Some(Fault::RateLimited(secs)) => return rate_limited(secs),
