@@ -1392,6 +1392,15 @@ async fn a_click_posts_mattermosts_payload_and_applies_the_answer() {
     let failed = w.fake.click(&again, "Approve", &w.bob).await;
     assert!(failed.is_err_and(|e| e.contains("status=500")));
     assert!(w.fake.click(&again, "Nope", &w.bob).await.is_err());
+    let carol = w.fake.add_user("carol");
+    let secret = w
+        .fake
+        .add_channel(ChannelKind::Private, "secret", &[&w.ada]);
+    let hidden = w
+        .fake
+        .add_post_with_props(&secret, &w.bot, "psst", None, card(&hook.url));
+    let outsider = w.fake.click(&hidden, "Approve", &carol).await;
+    assert!(outsider.is_err_and(|e| e.contains("cannot read")));
 }
 
 #[tokio::test]

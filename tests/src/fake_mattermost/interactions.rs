@@ -8,7 +8,8 @@
 //! trigger id, and POSTs `{user_id, user_name, channel_id, channel_name,
 //! team_id, team_domain, post_id, trigger_id, type, data_source, context}`
 //! (`PostActionIntegrationRequest`) to the action's `integration.url`. Any
-//! status but 200 is a failure. Of the JSON answer
+//! status but 200 is a failure, and so is a clicker who cannot read the
+//! channel. Of the JSON answer
 //! (`PostActionIntegrationResponse`) the fake applies, as Mattermost does:
 //! `update`, which replaces the post's `message` and `file_ids` (a missing
 //! one becomes empty) and its `props` unless `update.props` is missing
@@ -86,6 +87,13 @@ pub(crate) fn prepare_click(
     let user = state
         .user(user_id)
         .ok_or_else(|| format!("no user {user_id}"))?;
+    // `DoPostAction` wants `read_channel` of the clicker.
+    if !state.can_read(channel, user_id) {
+        return Err(format!(
+            "{} cannot read the channel of post {post_id}",
+            user.username
+        ));
+    }
     let team_domain = if channel.team_id.is_empty() {
         String::new()
     } else {
