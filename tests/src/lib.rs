@@ -6,6 +6,7 @@
 pub mod chromium;
 pub mod cluster;
 pub mod etcd;
+pub mod chat_world;
 pub mod fake_mattermost;
 pub mod fake_slack;
 pub mod gateway;
