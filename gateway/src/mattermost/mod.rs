@@ -3,4 +3,5 @@
 //! [`crate::events::EventHub`], and the integration callbacks of its
 //! buttons and dialogs ([`sign`]).
 
+pub mod events;
 pub mod sign;
