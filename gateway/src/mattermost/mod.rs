@@ -3,5 +3,6 @@
 //! [`crate::events::EventHub`], and the integration callbacks of its
 //! buttons and dialogs ([`sign`]).
 
+pub mod callbacks;
 pub mod events;
 pub mod sign;
