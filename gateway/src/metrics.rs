@@ -2,7 +2,8 @@
 //! daemon on `[serve] metrics` (see `calvin_common::metrics_http`): tool
 //! calls by tool and outcome, Slack Web API calls by method and outcome,
 //! the waits Slack's rate limits cost, the daemon's sessions and its
-//! Socket Mode.
+//! Socket Mode; on Mattermost, its WebSocket's connections and events and
+//! the integration callbacks of its buttons and dialogs.
 //!
 //! Every label takes few values: a tool is one of
 //! [`crate::tools::tool_names`] (any other name is `unknown`), a Slack
@@ -131,6 +132,94 @@ impl SlackEvent {
     }
 }
 
+/// How a Mattermost WebSocket connection began
+/// ([`crate::mattermost::events`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MattermostConnect {
+    /// A new connection: Mattermost said `hello`.
+    New,
+    /// The previous connection resumed (`connection_id` and
+    /// `sequence_number`): Mattermost replays what it missed.
+    Resumed,
+}
+
+impl MattermostConnect {
+    fn label(self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::Resumed => "resumed",
+        }
+    }
+}
+
+/// A Mattermost event the daemon routed, received over its WebSocket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MattermostEvent {
+    Message,
+    Reaction,
+}
+
+impl MattermostEvent {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Message => "message",
+            Self::Reaction => "reaction",
+        }
+    }
+}
+
+/// Which integration callback Mattermost posted
+/// ([`crate::mattermost::callbacks`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallbackRoute {
+    /// `POST /actions`: a button clicked.
+    Action,
+    /// `POST /dialogs`: a dialog submitted or cancelled.
+    Dialog,
+    /// Any other path.
+    Other,
+}
+
+impl CallbackRoute {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Action => "action",
+            Self::Dialog => "dialog",
+            Self::Other => "other",
+        }
+    }
+}
+
+/// How the gateway answered an integration callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallbackOutcome {
+    /// Routed to the hub; the dialog (if one) closes.
+    Routed,
+    /// Routed; the dialog stays open, showing errors.
+    KeptOpen,
+    /// A dialog cancelled: nothing routed.
+    Cancelled,
+    /// Its signature did not verify (403).
+    Forbidden,
+    /// Not a callback the gateway reads (400, 404, 405).
+    BadRequest,
+    /// Its body was over the cap (413).
+    TooLarge,
+}
+
+impl CallbackOutcome {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Routed => "routed",
+            Self::KeptOpen => "kept_open",
+            Self::Cancelled => "cancelled",
+            Self::Forbidden => "forbidden",
+            Self::BadRequest => "bad_request",
+            Self::TooLarge => "too_large",
+        }
+    }
+}
+
 /// The gateway's counts; clones share them.
 #[derive(Clone)]
 pub struct Metrics(Arc<Inner>);
@@ -146,6 +235,9 @@ struct Inner {
     socket_mode_connects: Counter,
     slack_events: Family<Labels<1>, Counter>,
     redeliveries: Counter,
+    mattermost_connects: Family<Labels<1>, Counter>,
+    mattermost_events: Family<Labels<1>, Counter>,
+    mattermost_callbacks: Family<Labels<2>, Counter>,
 }
 
 impl Default for Metrics {
@@ -207,6 +299,25 @@ impl Default for Metrics {
             "Events Slack delivered again (already routed: acknowledged, not routed twice)",
             redeliveries.clone(),
         );
+        let mattermost_connects = Family::<Labels<1>, Counter>::default();
+        registry.register(
+            "mattermost_websocket_connects",
+            "Mattermost WebSocket connections opened, new (its hello) or resumed",
+            mattermost_connects.clone(),
+        );
+        let mattermost_events = Family::<Labels<1>, Counter>::default();
+        registry.register(
+            "mattermost_events",
+            "Mattermost WebSocket events routed, by kind (message, reaction)",
+            mattermost_events.clone(),
+        );
+        let mattermost_callbacks = Family::<Labels<2>, Counter>::default();
+        registry.register(
+            "mattermost_callbacks",
+            "Mattermost integration callbacks, by route (action, dialog, other) and outcome \
+             (routed, kept_open, cancelled, forbidden, bad_request, too_large)",
+            mattermost_callbacks.clone(),
+        );
         Self(Arc::new(Inner {
             registry,
             tool_calls,
@@ -218,6 +329,9 @@ impl Default for Metrics {
             socket_mode_connects,
             slack_events,
             redeliveries,
+            mattermost_connects,
+            mattermost_events,
+            mattermost_callbacks,
         }))
     }
 }
@@ -271,6 +385,27 @@ impl Metrics {
 
     pub fn slack_event_redelivered(&self) {
         self.0.redeliveries.inc();
+    }
+
+    pub fn mattermost_connected(&self, how: MattermostConnect) {
+        self.0
+            .mattermost_connects
+            .get_or_create(&[("how", how.label())])
+            .inc();
+    }
+
+    pub fn mattermost_event(&self, kind: MattermostEvent) {
+        self.0
+            .mattermost_events
+            .get_or_create(&[("kind", kind.label())])
+            .inc();
+    }
+
+    pub fn mattermost_callback(&self, route: CallbackRoute, outcome: CallbackOutcome) {
+        self.0
+            .mattermost_callbacks
+            .get_or_create(&[("route", route.label()), ("outcome", outcome.label())])
+            .inc();
     }
 
     /// The exposition (OpenMetrics text).
@@ -342,6 +477,11 @@ mod tests {
         metrics.socket_mode_connected();
         metrics.slack_event(SlackEvent::Reaction);
         metrics.slack_event_redelivered();
+        metrics.mattermost_connected(MattermostConnect::New);
+        metrics.mattermost_connected(MattermostConnect::Resumed);
+        metrics.mattermost_connected(MattermostConnect::Resumed);
+        metrics.mattermost_event(MattermostEvent::Message);
+        metrics.mattermost_callback(CallbackRoute::Dialog, CallbackOutcome::KeptOpen);
         let text = metrics.encode();
         for (series, want) in [
             (
@@ -375,6 +515,22 @@ mod tests {
             ("calvin_gateway_socket_mode_connects_total", 1.0),
             (r#"calvin_gateway_slack_events_total{kind="reaction"}"#, 1.0),
             ("calvin_gateway_slack_event_redeliveries_total", 1.0),
+            (
+                r#"calvin_gateway_mattermost_websocket_connects_total{how="new"}"#,
+                1.0,
+            ),
+            (
+                r#"calvin_gateway_mattermost_websocket_connects_total{how="resumed"}"#,
+                2.0,
+            ),
+            (
+                r#"calvin_gateway_mattermost_events_total{kind="message"}"#,
+                1.0,
+            ),
+            (
+                r#"calvin_gateway_mattermost_callbacks_total{route="dialog",outcome="kept_open"}"#,
+                1.0,
+            ),
         ] {
             let got = value(&text, series).unwrap_or_else(|| panic!("no {series} in\n{text}"));
             assert!((got - want).abs() < 1e-9, "{series}: {got}, not {want}");

@@ -3,6 +3,8 @@
 //! [`crate::events::EventHub`], and the integration callbacks of its
 //! buttons and dialogs ([`sign`]).
 
+pub mod callbacks;
+pub mod events;
 pub mod sign;
 
 /// `[mattermost] url`: the site URL, `https://host[:port][/path]`, or plain
