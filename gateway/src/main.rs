@@ -11,7 +11,9 @@ use calvin_common::LogFormat;
 use calvin_gateway::check_config;
 use calvin_gateway::config::GatewayConfig;
 use calvin_gateway::metrics::Metrics;
-use calvin_gateway::process::{Assembled, Events, Process, assemble};
+use calvin_gateway::mattermost::callbacks::Callbacks;
+use calvin_gateway::mattermost::events::MattermostEvents;
+use calvin_gateway::process::{Assembled, EventSource, Events, Process, assemble};
 use calvin_gateway::server::{self, DaemonSetup};
 use calvin_gateway::session::{Model, PermissionMode, SessionContext, check_ids, default_env_file};
 use calvin_gateway::socket_mode::SocketMode;
@@ -191,6 +193,65 @@ async fn stop_signal() {
     }
 }
 
+/// What brings the platform's events to a daemon, running.
+#[derive(Default)]
+struct Listening {
+    socket_mode: Option<SocketMode>,
+    mattermost: Option<MattermostEvents>,
+    callbacks: Option<Callbacks>,
+}
+
+impl Listening {
+    async fn shutdown(self) {
+        if let Some(callbacks) = self.callbacks {
+            callbacks.shutdown().await;
+        }
+        if let Some(socket_mode) = self.socket_mode {
+            socket_mode.shutdown().await;
+        }
+        if let Some(mattermost) = self.mattermost {
+            mattermost.shutdown().await;
+        }
+    }
+}
+
+/// Starts Socket Mode, or Mattermost's WebSocket and callback listener.
+async fn start_events(
+    source: EventSource,
+    hub: std::sync::Arc<calvin_gateway::events::EventHub>,
+    metrics: &Metrics,
+) -> anyhow::Result<Listening> {
+    let mut listening = Listening::default();
+    match source {
+        EventSource::SocketMode(config) => {
+            listening.socket_mode = Some(
+                SocketMode::start(config, hub, metrics.clone())
+                    .await
+                    .context("Socket Mode")?,
+            );
+        }
+        EventSource::Mattermost { events, callbacks } => {
+            if let Some((at, key)) = callbacks {
+                let listener = tokio::net::TcpListener::bind(at).await.with_context(|| {
+                    format!(
+                        "cannot listen for Mattermost's callbacks on {at} (change [mattermost] \
+                         callback_listen)"
+                    )
+                })?;
+                let started = Callbacks::start(listener, key, hub.clone(), metrics.clone())
+                    .context("Mattermost's callback listener")?;
+                tracing::info!(listen = %started.local_addr(), "Mattermost's callbacks heard");
+                listening.callbacks = Some(started);
+            }
+            listening.mattermost = Some(
+                MattermostEvents::start(events, hub, metrics.clone())
+                    .context("Mattermost's WebSocket")?,
+            );
+        }
+    }
+    Ok(listening)
+}
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let format = cli.log.format;
     match cli.command {
@@ -252,18 +313,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 })?),
                 None => None,
             };
-            let (hub, socket_mode) = match events {
-                Some(Events { hub, socket_mode }) => {
-                    let started = SocketMode::start(socket_mode, hub.clone(), metrics.clone())
-                        .await
-                        .context("Socket Mode")?;
-                    (Some(hub), Some(started))
+            let (hub, listening) = match events {
+                Some(Events { hub, source }) => {
+                    let started = start_events(source, hub.clone(), &metrics).await?;
+                    (Some(hub), started)
                 }
                 None => {
                     tracing::info!(
                         "no Slack app token: Slack's events are not received (request_secret refuses)"
                     );
-                    (None, None)
+                    (None, Listening::default())
                 }
             };
             let http = listener.local_addr()?;
@@ -302,11 +361,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(task) = serving_metrics {
                 task.abort();
             }
-            // No secret can be set once Socket Mode is closed: then the
+            // No secret can be set once the events are closed: then the
             // sessions' env files go.
-            if let Some(socket_mode) = socket_mode {
-                socket_mode.shutdown().await;
-            }
+            listening.shutdown().await;
             for env_file in env_files {
                 calvin_gateway::session_env::end(&env_file);
             }

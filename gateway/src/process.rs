@@ -9,6 +9,7 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::config::{ChatConfig, GatewayConfig};
+use crate::mattermost::{self, MattermostSettings, events::EventsConfig, sign::CallbackKey};
 use crate::daemon_client::DaemonClient;
 use crate::decisions::ReactionRoute;
 use crate::events::EventHub;
@@ -35,19 +36,31 @@ pub struct Assembled {
     pub events: Option<Events>,
 }
 
-/// Slack's events for a daemon: the hub routing them, and the listener's
-/// settings.
+/// The platform's events for a daemon: the hub routing them, and what
+/// brings them.
 pub struct Events {
     pub hub: Arc<EventHub>,
-    pub socket_mode: SocketModeConfig,
+    pub source: EventSource,
+}
+
+/// Where a daemon's events come from.
+pub enum EventSource {
+    /// Slack's Socket Mode.
+    SocketMode(SocketModeConfig),
+    /// Mattermost's WebSocket, and (with `[mattermost] callback_url`) the
+    /// listener its buttons' and dialogs' callbacks reach.
+    Mattermost {
+        events: EventsConfig,
+        callbacks: Option<(std::net::SocketAddr, CallbackKey)>,
+    },
 }
 
 const DAEMON_WITHOUT_EVENTS: &str = "no secret was requested: this calvin-gateway serve daemon \
      does not receive Slack's events (the button click and the form); set [slack] app_token or \
      SLACK_APP_TOKEN so it connects with Socket Mode";
 
-const STDIO_WITHOUT_DAEMON: &str = "no secret was requested: request_secret needs Slack's events \
-     (the button click and the form), which only the calvin-gateway serve daemon receives; set \
+const STDIO_WITHOUT_DAEMON: &str = "no secret was requested: request_secret needs the chat's \
+     events (the button click and the form), which only the calvin-gateway serve daemon receives; set \
      [daemon] url in gateway.toml to its address (its token comes from [daemon] token_file or \
      CALVIN_DAEMON_TOKEN)";
 
@@ -55,8 +68,13 @@ const DAEMON_HEARS_NOTHING: &str = "this calvin-gateway serve daemon does not re
      events, so no reaction can answer a prompt; set [slack] app_token or SLACK_APP_TOKEN so it \
      connects with Socket Mode";
 
-const STDIO_HEARS_NOTHING: &str = "a prompt is answered with a reaction in Slack, which only the \
-     calvin-gateway serve daemon receives; set [daemon] url in gateway.toml to its address";
+const STDIO_HEARS_NOTHING: &str = "a prompt is answered with a reaction in the chat, which only \
+     the calvin-gateway serve daemon receives; set [daemon] url in gateway.toml to its address";
+
+const MATTERMOST_WITHOUT_CALLBACKS: &str = "no secret was requested: request_secret's button and \
+     form reach this daemon through Mattermost's integration callbacks; set [mattermost] \
+     callback_url to an address Mattermost can POST to that reaches [mattermost] callback_listen \
+     (directly, or through a calvin preview of that port)";
 
 /// Prompts remembered (update_own_post refuses to edit them).
 const REMEMBERED_PROMPTS: usize = 10_000;
@@ -67,17 +85,28 @@ pub fn assemble(
     process: Process,
     metrics: &Metrics,
 ) -> anyhow::Result<Assembled> {
-    let slack = match config.chat()? {
-        ChatConfig::Slack(slack) => slack,
-        ChatConfig::Mattermost(_) => anyhow::bail!("Mattermost: not yet"),
+    let platform = config.chat()?;
+    let chat = match &platform {
+        ChatConfig::Slack(slack) => slack::backend_counted(
+            &slack.api_url,
+            config.bot_token()?,
+            config.user_token(),
+            metrics.clone(),
+        )
+        .context("the Slack client")?,
+        ChatConfig::Mattermost(mm) => {
+            let token = config.mattermost_token()?;
+            let settings = MattermostSettings {
+                url: mm.url.clone(),
+                token: token.clone(),
+                channel: mm.channel.clone(),
+                callback_url: mm.callback_url.clone(),
+                key: CallbackKey::from_token(&token),
+            };
+            mattermost::backend::backend(settings, metrics.clone())
+                .context("the Mattermost client")?
+        }
     };
-    let chat = slack::backend_counted(
-        &slack.api_url,
-        config.bot_token()?,
-        config.user_token(),
-        metrics.clone(),
-    )
-    .context("the Slack client")?;
     let secrets = match &config.secrets.store_dir {
         Some(dir) => SecretStore::from_env(dir).context("the secret store")?,
         None => None,
@@ -97,8 +126,37 @@ pub fn assemble(
         Process::Daemon => DAEMON_HEARS_NOTHING.into(),
         Process::Stdio => STDIO_HEARS_NOTHING.into(),
     });
-    let secret_route = match (process, config.app_token()) {
-        (Process::Daemon, Some(app_token)) => {
+    let secret_route = match (process, &platform) {
+        (Process::Daemon, ChatConfig::Mattermost(mm)) => {
+            let token = config.mattermost_token()?;
+            let requests = Arc::new(SecretRequests::new(
+                chat.clone(),
+                secrets.clone(),
+                runtime_dir.clone(),
+            ));
+            let hub = Arc::new(EventHub::new(requests.clone()));
+            reactions = ReactionRoute::Here(hub.clone());
+            let mut events_config = EventsConfig::new(mm.url.clone(), token.clone());
+            events_config.backoff_max = std::time::Duration::from_secs(mm.reconnect_secs);
+            events_config.backoff_min = events_config.backoff_min.min(events_config.backoff_max);
+            let callbacks = mm
+                .callback_url
+                .as_ref()
+                .map(|_| (mm.callback_listen, CallbackKey::from_token(&token)));
+            events = Some(Events {
+                hub,
+                source: EventSource::Mattermost {
+                    events: events_config,
+                    callbacks,
+                },
+            });
+            match mm.callback_url {
+                Some(_) => SecretRoute::Here(requests),
+                None => SecretRoute::Nowhere(MATTERMOST_WITHOUT_CALLBACKS.into()),
+            }
+        }
+        (Process::Daemon, ChatConfig::Slack(slack)) => match config.app_token() {
+            Some(app_token) => {
             let requests = Arc::new(SecretRequests::new(
                 chat.clone(),
                 secrets.clone(),
@@ -108,16 +166,17 @@ pub fn assemble(
             reactions = ReactionRoute::Here(hub.clone());
             events = Some(Events {
                 hub,
-                socket_mode: SocketModeConfig {
+                source: EventSource::SocketMode(SocketModeConfig {
                     api_url: slack.api_url.clone(),
                     app_token,
                     connections: slack.socket_connections,
                     reconnect_secs: slack.reconnect_secs,
-                },
+                }),
             });
             SecretRoute::Here(requests)
-        }
-        (Process::Daemon, None) => SecretRoute::Nowhere(DAEMON_WITHOUT_EVENTS.into()),
+            }
+            None => SecretRoute::Nowhere(DAEMON_WITHOUT_EVENTS.into()),
+        },
         (Process::Stdio, _) => match config.daemon()? {
             Some((url, token)) => {
                 let daemon = DaemonClient::new(url, token);
