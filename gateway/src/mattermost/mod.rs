@@ -3,6 +3,9 @@
 //! [`crate::events::EventHub`], and the integration callbacks of its
 //! buttons and dialogs ([`sign`]).
 
+pub mod api;
+pub mod link;
+pub mod model;
 pub mod sign;
 
 /// `[mattermost] url`: the site URL, `https://host[:port][/path]`, or plain
