@@ -4,7 +4,9 @@
 //! buttons and dialogs ([`sign`]).
 
 pub mod api;
+pub mod dialog;
 pub mod link;
+pub mod markup;
 pub mod model;
 pub mod sign;
 
