@@ -1,7 +1,7 @@
 //! A thin typed client over Mattermost's REST API v4: the endpoints the
 //! gateway calls, their request and answer types (the fields it uses; the
 //! rest are ignored), and the one policy every request goes through
-//! ([`Client::send`]).
+//! (`Client::send`).
 //!
 //! The contract is Mattermost's OpenAPI reference, `api/v4/source/*.yaml`
 //! in the `mattermost/mattermost` repository (`posts.yaml`,
@@ -628,30 +628,32 @@ fn multipart(channel: &str, filename: &str, bytes: &[u8]) -> (String, Bytes) {
     (boundary, body.into())
 }
 
+/// A loopback HTTP server scripted by a closure, standing in for
+/// Mattermost in this module's and [`super::backend`]'s tests.
 #[cfg(test)]
-mod tests {
+pub(super) mod fake {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex};
 
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
     use hyper::service::service_fn;
     use hyper_util::rt::TokioIo;
 
-    use super::*;
-
     /// What the fake server saw of one request.
     #[derive(Debug, Clone)]
-    struct Seen {
-        method: String,
-        path_and_query: String,
-        headers: HashMap<String, String>,
-        body: Vec<u8>,
+    pub struct Seen {
+        pub method: String,
+        pub path_and_query: String,
+        pub headers: HashMap<String, String>,
+        pub body: Vec<u8>,
     }
 
-    type Answer = (u16, Vec<(&'static str, String)>, String);
+    pub type Answer = (u16, Vec<(&'static str, String)>, String);
 
     /// A loopback server answering each request with `answer(n, seen)`,
     /// n counting from 0; the site URL and what it saw.
-    async fn serve(
+    pub async fn serve(
         answer: impl Fn(usize, &Seen) -> Answer + Send + Sync + 'static,
     ) -> (String, Arc<Mutex<Vec<Seen>>>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -704,6 +706,12 @@ mod tests {
         });
         (site, seen)
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fake::serve;
+    use super::*;
 
     fn client(site: &str, metrics: &Metrics) -> Client {
         Client::new(site, "tok-123", metrics.clone()).unwrap()

@@ -4,6 +4,8 @@
 //! buttons and dialogs ([`sign`]).
 
 pub mod api;
+pub mod backend;
+pub mod blocks;
 pub mod dialog;
 pub mod link;
 pub mod markup;
