@@ -21,8 +21,10 @@
 //! notifies `@username`, `@channel`, `@all` and `@here` typed as plain
 //! text, and the trait's contract is that only `<@ID>` notifies. Markdown
 //! that mrkdwn does not have is escaped (`\`, `[`, `]`, a lone `*`, a `#`
-//! starting a line), so text reads as it would on Slack.
-//!
+//! starting a line), so text reads as it would on Slack. A bare
+//! `http(s)://` URL is kept as it is, but in it and in a link's target an
+//! `@` that would start a word is written `%40`: the server finds
+//! mentions in words split at `/`, `?`, `=`...
 
 use std::collections::HashMap;
 
