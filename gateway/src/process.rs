@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::config::{ChatConfig, GatewayConfig};
-use crate::mattermost::{self, MattermostSettings, events::EventsConfig, sign::CallbackKey};
+use crate::mattermost::{self, backend::MattermostSettings, events::EventsConfig, sign::CallbackKey};
 use crate::daemon_client::DaemonClient;
 use crate::decisions::ReactionRoute;
 use crate::events::EventHub;

@@ -3,8 +3,15 @@
 //! [`crate::events::EventHub`], and the integration callbacks of its
 //! buttons and dialogs ([`sign`]).
 
+pub mod api;
+pub mod backend;
+pub mod blocks;
 pub mod callbacks;
+pub mod dialog;
 pub mod events;
+pub mod link;
+pub mod markup;
+pub mod model;
 pub mod sign;
 
 /// `[mattermost] url`: the site URL, `https://host[:port][/path]`, or plain
