@@ -56,6 +56,8 @@ pub struct Said {
     /// All a person sees of it: the text and what its blocks or
     /// attachments show, as JSON text.
     pub visible: String,
+    /// Slack's blocks, or Mattermost's props (its attachments).
+    pub rendered: Value,
 }
 
 /// A file the bot shared.
@@ -189,7 +191,7 @@ impl World {
     }
 
     /// The fake Mattermost (panics on Slack).
-    pub fn mattermost(&self) -> &FakeMattermost {
+    pub fn fake_mattermost(&self) -> &FakeMattermost {
         match &self.fake {
             Fake::Mattermost(mm) => mm,
             Fake::Slack => panic!("a Slack world has no Mattermost"),
@@ -295,12 +297,13 @@ impl World {
                 .into_iter()
                 .map(|m| {
                     let text = m.text.clone().unwrap_or_default();
-                    let blocks = m.blocks.as_ref().map(Value::to_string).unwrap_or_default();
+                    let blocks = m.blocks.clone().unwrap_or(Value::Null);
                     Said {
                         channel: m.channel,
                         id: m.ts,
                         thread: m.thread_ts,
                         visible: format!("{text}\n{blocks}"),
+                        rendered: blocks,
                         text,
                     }
                 })
@@ -312,6 +315,7 @@ impl World {
                     .filter(|p| p.user_id == bot)
                     .map(|p| Said {
                         visible: format!("{}\n{}", p.message, p.props),
+                        rendered: p.props.clone(),
                         channel: p.channel_id,
                         id: p.id,
                         thread: (!p.root_id.is_empty()).then_some(p.root_id),
@@ -541,12 +545,7 @@ impl World {
 
 /// The first button's action id in a Slack message's blocks.
 fn first_action_id(said: &Said) -> Result<String, String> {
-    let blocks: Value = said
-        .visible
-        .split_once('\n')
-        .and_then(|(_, b)| serde_json::from_str(b).ok())
-        .ok_or("the message has no blocks")?;
-    blocks
+    said.rendered
         .as_array()
         .into_iter()
         .flatten()
