@@ -10,10 +10,12 @@ use anyhow::Context;
 use calvin_common::LogFormat;
 use calvin_gateway::check_config;
 use calvin_gateway::config::GatewayConfig;
-use calvin_gateway::metrics::Metrics;
 use calvin_gateway::mattermost::callbacks::Callbacks;
 use calvin_gateway::mattermost::events::MattermostEvents;
-use calvin_gateway::process::{Assembled, EventSource, Events, Process, assemble};
+use calvin_gateway::metrics::Metrics;
+use calvin_gateway::process::{
+    Assembled, EventSource, Events, MattermostSource, Process, assemble,
+};
 use calvin_gateway::server::{self, DaemonSetup};
 use calvin_gateway::session::{Model, PermissionMode, SessionContext, check_ids, default_env_file};
 use calvin_gateway::socket_mode::SocketMode;
@@ -230,7 +232,8 @@ async fn start_events(
                     .context("Socket Mode")?,
             );
         }
-        EventSource::Mattermost { events, callbacks } => {
+        EventSource::Mattermost(source) => {
+            let MattermostSource { events, callbacks } = *source;
             if let Some((at, key)) = callbacks {
                 let listener = tokio::net::TcpListener::bind(at).await.with_context(|| {
                     format!(

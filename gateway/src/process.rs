@@ -9,10 +9,12 @@ use std::sync::Arc;
 use anyhow::Context;
 
 use crate::config::{ChatConfig, GatewayConfig};
-use crate::mattermost::{self, backend::MattermostSettings, events::EventsConfig, sign::CallbackKey};
 use crate::daemon_client::DaemonClient;
 use crate::decisions::ReactionRoute;
 use crate::events::EventHub;
+use crate::mattermost::{
+    self, backend::MattermostSettings, events::EventsConfig, sign::CallbackKey,
+};
 use crate::permalink::ChannelId;
 use crate::secret_request::SecretRequests;
 use crate::secrets::SecretStore;
@@ -49,10 +51,13 @@ pub enum EventSource {
     SocketMode(SocketModeConfig),
     /// Mattermost's WebSocket, and (with `[mattermost] callback_url`) the
     /// listener its buttons' and dialogs' callbacks reach.
-    Mattermost {
-        events: EventsConfig,
-        callbacks: Option<(std::net::SocketAddr, CallbackKey)>,
-    },
+    Mattermost(Box<MattermostSource>),
+}
+
+/// Mattermost's WebSocket, and the callback listener's address and key.
+pub struct MattermostSource {
+    pub events: EventsConfig,
+    pub callbacks: Option<(std::net::SocketAddr, CallbackKey)>,
 }
 
 const DAEMON_WITHOUT_EVENTS: &str = "no secret was requested: this calvin-gateway serve daemon \
@@ -145,10 +150,10 @@ pub fn assemble(
                 .map(|_| (mm.callback_listen, CallbackKey::from_token(&token)));
             events = Some(Events {
                 hub,
-                source: EventSource::Mattermost {
+                source: EventSource::Mattermost(Box::new(MattermostSource {
                     events: events_config,
                     callbacks,
-                },
+                })),
             });
             match mm.callback_url {
                 Some(_) => SecretRoute::Here(requests),
@@ -157,23 +162,23 @@ pub fn assemble(
         }
         (Process::Daemon, ChatConfig::Slack(slack)) => match config.app_token() {
             Some(app_token) => {
-            let requests = Arc::new(SecretRequests::new(
-                chat.clone(),
-                secrets.clone(),
-                runtime_dir.clone(),
-            ));
-            let hub = Arc::new(EventHub::new(requests.clone()));
-            reactions = ReactionRoute::Here(hub.clone());
-            events = Some(Events {
-                hub,
-                source: EventSource::SocketMode(SocketModeConfig {
-                    api_url: slack.api_url.clone(),
-                    app_token,
-                    connections: slack.socket_connections,
-                    reconnect_secs: slack.reconnect_secs,
-                }),
-            });
-            SecretRoute::Here(requests)
+                let requests = Arc::new(SecretRequests::new(
+                    chat.clone(),
+                    secrets.clone(),
+                    runtime_dir.clone(),
+                ));
+                let hub = Arc::new(EventHub::new(requests.clone()));
+                reactions = ReactionRoute::Here(hub.clone());
+                events = Some(Events {
+                    hub,
+                    source: EventSource::SocketMode(SocketModeConfig {
+                        api_url: slack.api_url.clone(),
+                        app_token,
+                        connections: slack.socket_connections,
+                        reconnect_secs: slack.reconnect_secs,
+                    }),
+                });
+                SecretRoute::Here(requests)
             }
             None => SecretRoute::Nowhere(DAEMON_WITHOUT_EVENTS.into()),
         },

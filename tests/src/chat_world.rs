@@ -122,7 +122,8 @@ impl World {
             &[OWNER, "U0ALICE", "U0BOB", SEARCHER_ID],
         ));
         slack.add_conversation(Conversation::public(&channels.general, "general"));
-        slack.add_conversation(Conversation::public(&channels.elsewhere, "elsewhere").without_bot());
+        slack
+            .add_conversation(Conversation::public(&channels.elsewhere, "elsewhere").without_bot());
         slack.add_conversation(Conversation::private(
             &channels.team,
             "team",
@@ -264,7 +265,10 @@ impl World {
         match &self.fake {
             Fake::Slack => {
                 let digits = id.replace('.', "");
-                format!("https://{}/archives/{channel}/p{digits}", crate::fake_slack::HOST)
+                format!(
+                    "https://{}/archives/{channel}/p{digits}",
+                    crate::fake_slack::HOST
+                )
             }
             Fake::Mattermost(mm) => mm.permalink(id),
         }

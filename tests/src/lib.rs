@@ -3,10 +3,10 @@
 //! themselves), an [`origin::Origin`] plays the dev server, and real clients
 //! (curl, a WebSocket client) play the visitors.
 
+pub mod chat_world;
 pub mod chromium;
 pub mod cluster;
 pub mod etcd;
-pub mod chat_world;
 pub mod fake_mattermost;
 pub mod fake_slack;
 pub mod gateway;

@@ -199,7 +199,7 @@ async fn read_post_keeps_to_its_platforms_scope(platform: Platform) {
         "{}",
         out[4]
     );
-    refused(&out[5], "host");
+    refused(&out[5], "is not on this");
     refused(&out[6], &w.no_such_message());
     refused(&out[7], "url is required");
     w.nothing_written();

@@ -471,6 +471,21 @@ mod tests {
 
     #[async_trait::async_trait]
     impl ChatBackend for Recorder {
+        fn platform(&self) -> crate::chat::Platform {
+            crate::chat::Platform::Mattermost
+        }
+        async fn resolve_link(&self, _: &str, _: &str) -> Result<crate::permalink::Target, String> {
+            Err("not in this test".into())
+        }
+        async fn link_form(&self) -> String {
+            String::new()
+        }
+        async fn find_person(&self, _: &str) -> Result<String, String> {
+            Err("not in this test".into())
+        }
+        fn person_form(&self) -> &'static str {
+            ""
+        }
         async fn upload_file(&self, _: &ThreadRef, _: Upload) -> Result<Uploaded, ChatError> {
             unused()
         }
