@@ -463,6 +463,14 @@ impl World {
     /// The daemon, its event connections up, the session registered: the
     /// daemon and the session's MCP URL.
     pub async fn daemon(&self) -> (GatewayDaemon, String) {
+        let (daemon, registered) = self.daemon_session().await;
+        let mcp = registered["mcp_url"].as_str().expect("mcp_url").to_owned();
+        (daemon, mcp)
+    }
+
+    /// [`daemon`](Self::daemon), with the registration's whole answer
+    /// (`mcp_url`, `events_url`, `env_file`).
+    pub async fn daemon_session(&self) -> (GatewayDaemon, Value) {
         let daemon = GatewayDaemon::start(&self.setup).await;
         match &self.fake {
             Fake::Slack => self
@@ -481,8 +489,13 @@ impl World {
         let registered = daemon
             .register(GatewayDaemon::context_of(&self.setup))
             .await;
-        let mcp = registered["mcp_url"].as_str().expect("mcp_url").to_owned();
-        (daemon, mcp)
+        (daemon, registered)
+    }
+
+    /// Where Mattermost's callbacks reach the daemon:
+    /// `http://127.0.0.1:PORT`.
+    pub fn callback_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.callback_port)
     }
 
     /// `name` reacts to a message, and the event is on its way to the
