@@ -8,12 +8,14 @@
 //! - [`previews`]: preview, unpreview and preview_log through the local
 //!   agent, with [`preview_log`]: the request log as text, and
 //!   [`session_previews`]: the previews that end with their session.
-//! - [`chat`]: the chat backend trait; [`slack`]: Slack through
-//!   slack-morphism; [`socket_mode`]: Slack's events in the daemon;
+//! - [`chat`]: the chat backend trait and each platform's id syntax;
+//!   [`slack`]: Slack through slack-morphism; [`socket_mode`]: Slack's
+//!   events in the daemon; [`mattermost`]: Mattermost's REST API v4, its
+//!   WebSocket and its integration callbacks;
 //!   [`events`]: events in the gateway's terms and the hub routing them to
 //!   sessions; [`daemon_client`]: a stdio gateway's line to the daemon.
 //! - [`card`]: post_card; [`files`]: send_file's checks; [`threads`]:
-//!   read_thread and post_thread; [`permalink`]: Slack ids and links;
+//!   read_thread and post_thread; [`permalink`]: ids and Slack's links;
 //!   [`spawn`] and [`brief`]: spawn_thread, with [`markdown_anchor`]: a
 //!   brief's headings and anchors, and [`web_link`]: its link on the web
 //!   host; [`checkout`], [`workspace`], [`repo_cache`] and [`git`]:

@@ -1,6 +1,7 @@
 //! `calvin-gateway`: the MCP server "calvin" over stdio (`mcp`, one process
 //! per session) or streamable HTTP (`serve`, one daemon, which also holds
-//! Slack's Socket Mode).
+//! the chat platform's events: Slack's Socket Mode, or Mattermost's
+//! WebSocket and integration callbacks).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -37,10 +38,11 @@ struct Cli {
 /// A session as the flags (or the runner's environment) give it.
 #[derive(clap::Args)]
 struct SessionFlags {
-    /// Slack channel id of the session's thread
+    /// Channel id of the session's thread (Slack's C…/G…/D…, or a
+    /// Mattermost channel id)
     #[arg(long, env = "CALVIN_CHANNEL")]
     channel: String,
-    /// ts of the thread's parent message
+    /// The thread's first message: Slack's ts, or a Mattermost post id
     #[arg(long, env = "CALVIN_THREAD_TS")]
     thread_ts: String,
 }
@@ -56,7 +58,7 @@ enum Command {
         /// The session directory (send_file's relative paths start here)
         #[arg(long, env = "CALVIN_SESSION_DIR")]
         session_dir: PathBuf,
-        /// Slack user id of the session's owner
+        /// User id of the session's owner
         #[arg(long, env = "CALVIN_OWNER")]
         owner: Option<String>,
         /// The CLI's permission mode; spawned sessions get the same
@@ -80,7 +82,7 @@ enum Command {
         #[arg(long, env = server::SEND_FILE_SOCKET_ENV, value_name = "PATH")]
         send_file_socket: Option<PathBuf>,
     },
-    /// Serve sessions over streamable HTTP on loopback, and Slack's events
+    /// Serve sessions over streamable HTTP on loopback, and the chat's events
     Serve {
         #[arg(long, value_name = "FILE")]
         config: PathBuf,

@@ -228,6 +228,7 @@ struct Inner {
     registry: Registry,
     tool_calls: Family<Labels<2>, Counter>,
     slack_calls: Family<Labels<2>, Counter>,
+    mattermost_calls: Family<Labels<2>, Counter>,
     rate_limit_waits: Counter,
     rate_limit_wait_seconds: Counter<f64, AtomicU64>,
     sessions: Gauge<i64, AtomicI64>,
@@ -256,10 +257,18 @@ impl Default for Metrics {
              not_found, api_error, http_error, transport_error); a retry is a request of its own",
             slack_calls.clone(),
         );
+        let mattermost_calls = Family::<Labels<2>, Counter>::default();
+        registry.register(
+            "mattermost_calls",
+            "Mattermost REST API v4 requests, by route (e.g. POST /posts) and outcome (the same \
+             classes as slack_calls); a retry is a request of its own",
+            mattermost_calls.clone(),
+        );
         let rate_limit_waits = Counter::default();
         registry.register(
             "slack_rate_limit_waits",
-            "Waits for a rate-limited Slack request's Retry-After before retrying it",
+            "Waits for a rate-limited request's Retry-After before retrying it (Slack's, or \
+             Mattermost's on a Mattermost gateway)",
             rate_limit_waits.clone(),
         );
         let rate_limit_wait_seconds = Counter::<f64, AtomicU64>::default();
@@ -322,6 +331,7 @@ impl Default for Metrics {
             registry,
             tool_calls,
             slack_calls,
+            mattermost_calls,
             rate_limit_waits,
             rate_limit_wait_seconds,
             sessions,
@@ -352,6 +362,14 @@ impl Metrics {
         self.0
             .slack_calls
             .get_or_create(&[("method", method), ("outcome", outcome.label())])
+            .inc();
+    }
+
+    /// Mattermost answered a request of `route` (its template).
+    pub fn mattermost_call(&self, route: &'static str, outcome: SlackOutcome) {
+        self.0
+            .mattermost_calls
+            .get_or_create(&[("route", route), ("outcome", outcome.label())])
             .inc();
     }
 

@@ -74,7 +74,10 @@ impl Words {
                 message: "The id of a post in the thread (26 lower case letters and digits).",
                 recipient_pattern: "^@?[a-z][a-z0-9._-]{2,21}$",
                 recipient: "A Mattermost username, with or without a leading @.",
-                markup: "Markdown",
+                // The tools take mrkdwn on both platforms; Mattermost's
+                // backend shows it as Markdown (see mattermost::markup).
+                markup: "mrkdwn (*bold*, _italic_, <https://example.com|link>; shown as \
+                         Mattermost Markdown)",
                 search: "Searches Mattermost messages (words, \"phrases\", from:username).",
             },
         }

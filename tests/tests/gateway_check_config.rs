@@ -407,7 +407,15 @@ fn serve_and_mcp_refuse_a_bad_file_with_the_same_report() {
 /// root, the right to make its state folders).
 #[test]
 fn the_deploy_example_has_no_problem_but_missing_files() {
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/gateway.toml");
+    for example in ["gateway.toml", "gateway-mattermost.toml"] {
+        deploy_example_has_no_problem_but_missing_files(example);
+    }
+}
+
+fn deploy_example_has_no_problem_but_missing_files(name: &str) {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy")
+        .join(name);
     let out = check(&example);
     let lines = stderr_lines(&out);
     if out.status.success() {

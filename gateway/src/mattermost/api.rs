@@ -230,7 +230,7 @@ impl Client {
                     timeout.as_secs()
                 )))),
             };
-            self.metrics.slack_call(route.0, outcome(&answer));
+            self.metrics.mattermost_call(route.0, outcome(&answer));
             let wait = match answer {
                 Ok(body) => return Ok(body),
                 Err(Attempt::Failed(err)) => return Err(err),
@@ -732,7 +732,7 @@ mod tests {
         assert!(
             metrics
                 .encode()
-                .contains(r#"method="GET /users/username/{username}",outcome="ok""#)
+                .contains(r#"route="GET /users/username/{username}",outcome="ok""#)
         );
     }
 
@@ -828,7 +828,7 @@ mod tests {
         );
         let text = metrics.encode();
         assert!(
-            text.contains(r#"method="GET /users/me",outcome="rate_limited"} 6"#),
+            text.contains(r#"route="GET /users/me",outcome="rate_limited"} 6"#),
             "{text}"
         );
     }
