@@ -36,6 +36,9 @@ const SEARCH_ASKED: usize = 100;
 pub const QUERY_MAX: usize = 500;
 /// A permalink's length at most.
 const URL_MAX: usize = 2_000;
+/// send_dm's recipient, in characters: a Mattermost username (64) with
+/// its `@`, or Slack's `<@U…|name>`, with room.
+pub const RECIPIENT_MAX: usize = 80;
 /// An emoji name's length at most.
 pub const EMOJI_MAX: usize = 100;
 use crate::session::DMS_PER_RECIPIENT;
@@ -419,6 +422,11 @@ impl Gateway {
                      colons, e.g. white_check_mark, +1, eyes)",
                     self.chat.platform().name()
                 ),
+                ChatError::Api(code) if code == "not_in_channel" => {
+                    "no reaction was added: the bot is not in that channel; it reads public \
+                     channels, but reacts only where it was added (add it to the channel first)"
+                        .to_owned()
+                }
                 other => format!("no reaction was added: {}", chat_reason(&other)),
             })?;
         Ok((
@@ -496,7 +504,12 @@ impl Gateway {
 
     pub(crate) async fn send_dm(&self, runner: &Runner, raw: &JsonObject) -> ToolOutcome {
         let mut a = Args::new(raw, &["recipient", "message"]);
-        let recipient = a.text("recipient", Some(self.chat.person_form()), 1..=40, true);
+        let recipient = a.text(
+            "recipient",
+            Some(self.chat.person_form()),
+            1..=RECIPIENT_MAX,
+            true,
+        );
         let recipient = match recipient {
             Some(r) => match self.chat.find_person(&r).await {
                 Ok(id) => Some(id),

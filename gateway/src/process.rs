@@ -102,7 +102,7 @@ pub fn assemble(
         ChatConfig::Mattermost(mm) => {
             let token = config.mattermost_token()?;
             let settings = MattermostSettings {
-                url: mm.url.clone(),
+                url: mattermost::site_url(&mm.url).map_err(anyhow::Error::msg)?,
                 token: token.clone(),
                 channel: mm.channel.clone(),
                 callback_url: mm.callback_url.clone(),
@@ -141,7 +141,8 @@ pub fn assemble(
             ));
             let hub = Arc::new(EventHub::new(requests.clone()));
             reactions = ReactionRoute::Here(hub.clone());
-            let mut events_config = EventsConfig::new(mm.url.clone(), token.clone());
+            let site = mattermost::site_url(&mm.url).map_err(anyhow::Error::msg)?;
+            let mut events_config = EventsConfig::new(site, token.clone());
             events_config.backoff_max = std::time::Duration::from_secs(mm.reconnect_secs);
             events_config.backoff_min = events_config.backoff_min.min(events_config.backoff_max);
             let callbacks = mm

@@ -72,7 +72,7 @@ impl Words {
                 channel_form: "26 lower case letters and digits",
                 message_pattern: "^[a-z0-9]{26}$",
                 message: "The id of a post in the thread (26 lower case letters and digits).",
-                recipient_pattern: "^@?[a-z][a-z0-9._-]{2,21}$",
+                recipient_pattern: "^@?[a-z0-9._-]{1,64}$",
                 recipient: "A Mattermost username, with or without a leading @.",
                 // The tools take mrkdwn on both platforms; Mattermost's
                 // backend shows it as Markdown (see mattermost::markup).

@@ -728,7 +728,7 @@ mod tests {
         let dm = tools.iter().find(|t| t.name == "send_dm").expect("send_dm");
         assert_eq!(
             dm.input_schema["properties"]["recipient"]["pattern"],
-            "^@?[a-z][a-z0-9._-]{2,21}$"
+            "^@?[a-z0-9._-]{1,64}$"
         );
         // Every tool is the same tool on both platforms.
         let names = |p| {

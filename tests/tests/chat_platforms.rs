@@ -431,12 +431,24 @@ async fn send_dm_refuses_before_any_prompt_or_message(platform: Platform) {
         dm(bad, "hi".into()),
         dm(w.recipient("alice"), "m".repeat(4001)),
         dm(w.recipient("alice"), String::new()),
+        dm("a".repeat(80), "hi".into()),
+        dm("a".repeat(81), "hi".into()),
     ])))
     .await;
     refused(&out[0], "is not a member of this session's channel");
     refused(&out[1], "");
     refused(&out[2], "4000");
     refused(&out[3], "message");
+    // 80 characters is a name to look up; 81 is refused as too long.
+    let at_limit = answer(&out[4])["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        !at_limit.contains("81") && !at_limit.contains("at most 80"),
+        "{at_limit}"
+    );
+    refused(&out[5], "81");
     w.nothing_written();
 }
 

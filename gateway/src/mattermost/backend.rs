@@ -520,7 +520,9 @@ impl ChatBackend for MattermostBackend {
         };
         Ok(Conversation {
             name: (!c.name.is_empty()).then_some(c.name),
-            is_private: c.kind == "P",
+            // Public only when Mattermost says "O": a type it adds later
+            // is out of scope until known.
+            is_private: !matches!(c.kind.as_str(), "O" | "D" | "G"),
             is_im: c.kind == "D",
             is_mpim: c.kind == "G",
             is_member,
@@ -735,6 +737,8 @@ impl ChatBackend for MattermostBackend {
                     status: 404,
                     ref id,
                 } if id.contains("emoji") => ChatError::Api("invalid_name".into()),
+                // A public channel the bot reads but has not joined.
+                ApiError::Status { status: 403, .. } => ChatError::Api("not_in_channel".into()),
                 e => or_code(e, "message_not_found"),
             })?;
         Ok(true)

@@ -213,9 +213,12 @@ type Answer = (CallbackOutcome, StatusCode, Value);
 
 impl Routes {
     async fn route(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
-        let route = match req.uri().path() {
-            "/actions" => CallbackRoute::Action,
-            "/dialogs" => CallbackRoute::Dialog,
+        // `[mattermost] callback_url` may have a path (a reverse proxy's
+        // prefix, kept or not): the last segment names the route.
+        let path = req.uri().path();
+        let route = match path.rsplit('/').next() {
+            Some("actions") if path.starts_with('/') => CallbackRoute::Action,
+            Some("dialogs") if path.starts_with('/') => CallbackRoute::Dialog,
             _ => {
                 self.metrics
                     .mattermost_callback(CallbackRoute::Other, CallbackOutcome::BadRequest);

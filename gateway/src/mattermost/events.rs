@@ -75,6 +75,10 @@ use crate::metrics::{MattermostConnect, MattermostEvent, Metrics};
 /// is at most 16,383 characters; with its props and metadata a `posted`
 /// event stays far below this.
 pub const MAX_EVENT_BYTES: usize = 1 << 20;
+
+/// How long a socket must have lived for its end to start the waits
+/// between attempts over.
+const STABLE_CONNECTION: Duration = Duration::from_secs(10);
 /// Ping intervals without a frame after which the socket is dead.
 const DEAD_AFTER_PINGS: u32 = 3;
 /// The challenge's `seq` (the only request the gateway sends).
@@ -297,10 +301,11 @@ impl MattermostEvents {
         hub: Arc<EventHub>,
         metrics: Metrics,
     ) -> Result<MattermostEvents, EventsSetupError> {
-        let authorization = HeaderValue::from_str(&format!("Bearer {}", config.token))
+        let mut authorization = HeaderValue::from_str(&format!("Bearer {}", config.token))
             .ok()
             .filter(|_| !config.token.is_empty())
             .ok_or(EventsSetupError::InvalidToken)?;
+        authorization.set_sensitive(true);
         for (name, value) in [
             ("backoff_min", config.backoff_min),
             ("ping_interval", config.ping_interval),
@@ -403,15 +408,24 @@ impl Listener {
                     () = stopped(&mut stop) => return,
                 }
             }
+            let began = Instant::now();
             match self.connection(&mut stop).await {
                 Ended::Stopped => return,
                 Ended::Failed(reason) => {
                     failures = failures.saturating_add(1);
                     warn!(%reason, attempt = failures, "the Mattermost WebSocket could not connect");
                 }
-                Ended::Dropped(reason) => {
+                // A socket that lived a while starts the waits over; one
+                // closed at once (a proxy that accepts and hangs up, a
+                // resume the server drops) counts as a failure, so the
+                // waits keep growing instead of spinning.
+                Ended::Dropped(reason) if began.elapsed() >= STABLE_CONNECTION => {
                     failures = 1;
                     info!(%reason, "the Mattermost WebSocket closed; reconnecting");
+                }
+                Ended::Dropped(reason) => {
+                    failures = failures.saturating_add(1);
+                    warn!(%reason, attempt = failures, "the Mattermost WebSocket closed at once");
                 }
             }
         }

@@ -16,6 +16,10 @@
 //! | `` `code` ``, ```` ```block``` ```` | the same, fences on their own lines |
 //! | `&lt;` `&gt;` `&amp;` | the characters |
 //!
+//! Markdown an agent may write out of habit stays what it is:
+//! `**bold**`, `~~strike~~` and `[label](https://…)` (its target as
+//! `<url|label>`'s is).
+//!
 //! Every other `@word` becomes `@`+U+2060 WORD JOINER+`word`, as
 //! [`crate::threads::neutralise_mentions`] does on Slack: Mattermost
 //! notifies `@username`, `@channel`, `@all` and `@here` typed as plain
@@ -63,8 +67,13 @@ fn decode_entities(s: &str) -> String {
         .replace("&amp;", "&")
 }
 
-fn is_word(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
+/// Whether an `@` after `c` is inside a word Mattermost would not take
+/// for a mention (an e-mail address's). Mattermost splits words at every
+/// character but letters, digits and `: . - _ @`, then trims `:.-_` off
+/// their front: so only an ASCII letter or digit before the `@` keeps it
+/// inside a word, whatever comes after it.
+fn keeps_at_inside(c: char) -> bool {
+    c.is_ascii_alphanumeric()
 }
 
 /// Text shown literally in Markdown: Markdown's characters escaped (not
@@ -79,8 +88,8 @@ pub fn plain_to_markdown(text: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
-            '@' if !prev.is_some_and(is_word)
-                && chars.peek().is_some_and(|n| n.is_alphanumeric()) =>
+            '@' if !prev.is_some_and(keeps_at_inside)
+                && chars.peek().is_some_and(|n| !n.is_whitespace()) =>
             {
                 out.push('@');
                 out.push(JOINER);
@@ -98,23 +107,45 @@ pub fn plain_to_markdown(text: &str) -> String {
 /// `https://x.example/@ann` would notify ann; an e-mail address's `@`
 /// stays).
 pub(super) fn link_target(url: &str) -> String {
+    let chars: Vec<char> = url.chars().collect();
     let mut out = String::with_capacity(url.len());
-    let mut prev: Option<char> = None;
-    for c in url.chars() {
+    for (i, &c) in chars.iter().enumerate() {
+        let prev = i.checked_sub(1).map(|p| chars[p]);
+        let next = chars.get(i + 1).copied();
         match c {
             ' ' => out.push_str("%20"),
             '(' => out.push_str("%28"),
             ')' => out.push_str("%29"),
             '<' => out.push_str("%3C"),
             '>' => out.push_str("%3E"),
-            '@' if !prev.is_some_and(|p| p.is_alphanumeric() || ":.-_@".contains(p)) => {
+            // Only an `@` between two ASCII letters or digits (a user's
+            // `ann@example.com`) stays: any other starts a word.
+            '@' if !(prev.is_some_and(keeps_at_inside) && next.is_some_and(keeps_at_inside)) => {
                 out.push_str("%40");
             }
             _ => out.push(c),
         }
-        prev = Some(c);
     }
     out
+}
+
+/// `[label](http(s)://url)` at the start of `text`, on one line: the
+/// label, the URL and the length taken.
+fn markdown_link(text: &str) -> Option<(&str, &str, usize)> {
+    let close = text.find(']')?;
+    let label = &text[1..close];
+    if label.is_empty() || label.contains(['\n', '[']) {
+        return None;
+    }
+    let rest = text[close + 1..].strip_prefix('(')?;
+    let end = rest.find(')')?;
+    let url = &rest[..end];
+    let lower = url.to_ascii_lowercase();
+    let web = lower.starts_with("http://") || lower.starts_with("https://");
+    if !web || url.contains(char::is_whitespace) {
+        return None;
+    }
+    Some((label, url, close + 2 + end + 1))
 }
 
 /// The length of the bare URL `text` starts with (`http://` or
@@ -215,7 +246,7 @@ fn angle(inner: &str, names: &Names) -> Result<String, String> {
                 plain_to_markdown(&decode_entities(label)),
                 link_target(&url)
             ),
-            None => url,
+            None => link_target(&url),
         });
     }
     Err(format!("<{inner}>"))
@@ -267,6 +298,21 @@ pub fn mrkdwn_to_markdown(mrkdwn: &str, names: &Names) -> String {
             rest = &rest[end + 2..];
             continue;
         }
+        // Markdown's own link, as an agent may write it: kept a link.
+        if c == '['
+            && let Some((label, url, len)) = markdown_link(rest)
+        {
+            literals.hold(
+                &mut text,
+                format!(
+                    "[{}]({})",
+                    plain_to_markdown(&decode_entities(label)),
+                    link_target(&decode_entities(url))
+                ),
+            );
+            rest = &rest[len..];
+            continue;
+        }
         if !text.chars().last().is_some_and(char::is_alphanumeric)
             && let Some(len) = bare_url(rest)
         {
@@ -293,6 +339,8 @@ enum Role {
     Plain,
     Open,
     Close,
+    /// Markdown's own `**` or `~~`, kept as written.
+    Keep,
 }
 
 /// The text between the literals: emphasis doubled, Markdown's own
@@ -301,6 +349,26 @@ fn rewrite(text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let n = chars.len();
     let mut role = vec![Role::Plain; n];
+    // Markdown's `**bold**` and `~~strike~~` (an agent's habit) stay what
+    // they are: each pair of markers kept as written.
+    for i in 0..n.saturating_sub(1) {
+        let c = chars[i];
+        if !matches!(c, '*' | '~') || chars[i + 1] != c || role[i] != Role::Plain {
+            continue;
+        }
+        let inside_starts = i + 2 < n && !chars[i + 2].is_whitespace() && chars[i + 2] != c;
+        if !inside_starts {
+            continue;
+        }
+        let close = (i + 3..n.saturating_sub(1))
+            .take_while(|&j| chars[j] != '\n')
+            .find(|&j| chars[j] == c && chars[j + 1] == c && !chars[j - 1].is_whitespace());
+        if let Some(j) = close {
+            for k in [i, i + 1, j, j + 1] {
+                role[k] = Role::Keep;
+            }
+        }
+    }
     for i in 0..n {
         let c = chars[i];
         if !matches!(c, '*' | '~') || role[i] != Role::Plain {
@@ -338,6 +406,7 @@ fn rewrite(text: &str) -> String {
             continue;
         }
         match (c, role[i]) {
+            (_, Role::Keep) => out.push(c),
             ('*' | '~', Role::Open | Role::Close) => {
                 out.push(c);
                 out.push(c);
@@ -348,8 +417,8 @@ fn rewrite(text: &str) -> String {
             }
             ('#', _) if prev.is_none_or(|p| p == '\n') => out.push_str("\\#"),
             ('@', _)
-                if !prev.is_some_and(is_word)
-                    && chars.get(i + 1).is_some_and(|n| n.is_alphanumeric()) =>
+                if !prev.is_some_and(keeps_at_inside)
+                    && chars.get(i + 1).is_some_and(|n| !n.is_whitespace()) =>
             {
                 out.push('@');
                 out.push(JOINER);
@@ -394,6 +463,35 @@ mod tests {
             "mail bob@example.com @ noon"
         );
         assert_eq!(mentioned_users("<@U1> <@U2|x> <@U1>"), ["U1", "U2"]);
+        // Mattermost trims `_ . - :` off a word's front and splits at any
+        // other character but ASCII letters and digits: whatever comes
+        // before an `@` but those makes it a mention, so it is made inert.
+        for text in [
+            "_@channel_",
+            "x _@all",
+            "ⓐ@channel",
+            "\u{05B0}@here",
+            "a.@all",
+            "-@here",
+        ] {
+            let out = md(text);
+            assert!(out.contains(&format!("@{J}")), "{text:?} -> {out:?}");
+        }
+        assert_eq!(plain_to_markdown("_@all"), format!("\\_@{J}all"));
+        // A link without a label gets its target's `@` encoded, and no
+        // space can end it early.
+        assert_eq!(
+            md("<https://x.example/a b @here>"),
+            "https://x.example/a%20b%20%40here"
+        );
+        assert_eq!(md("<https://x.example/@all>"), "https://x.example/%40all");
+        assert_eq!(md("<mailto:@channel>"), "mailto:%40channel");
+        assert_eq!(md("https://x.example/a.@all"), "https://x.example/a.%40all");
+        assert_eq!(md("https://x.example/_@here"), "https://x.example/_%40here");
+        assert_eq!(
+            md("<mailto:ann@example.com|mail ann>"),
+            "[mail ann](mailto:ann@example.com)"
+        );
     }
 
     #[test]
@@ -443,10 +541,19 @@ mod tests {
         );
         assert_eq!(md("```\ncode\n```"), "```\ncode\n```");
         assert_eq!(md("# not a heading\n#tag"), "\\# not a heading\n\\#tag");
+        // Markdown an agent writes stays what it is: a link (its target
+        // as links are), bold and strike; a bracket that is no link is
+        // text.
         assert_eq!(
             md("[x](https://evil.example) \\o/"),
-            "\\[x\\](https://evil.example) \\\\o/"
+            "[x](https://evil.example) \\\\o/"
         );
+        assert_eq!(
+            md("[a b](https://x.example/@all) [c](javascript:alert(1))"),
+            "[a b](https://x.example/%40all) \\[c\\](javascript:alert(1))"
+        );
+        assert_eq!(md("**Note:** ~~old~~ new"), "**Note:** ~~old~~ new");
+        assert_eq!(md("~~old~~\nnext"), "~~old~~\nnext");
         assert_eq!(md("\u{E000}0\u{E001}"), "\u{FFFD}0\u{FFFD}");
     }
 

@@ -43,14 +43,31 @@ pub fn site_url(url: &str) -> Result<String, String> {
             "{url:?} holds a user name or password; the token goes in [mattermost] token"
         ));
     }
-    Ok(url.trim_end_matches('/').to_owned())
+    // As parsed: a default port dropped, the host in lower case, as
+    // Mattermost's own links are.
+    Ok(parsed.as_str().trim_end_matches('/').to_owned())
 }
 
-/// `[mattermost] callback_url`: an http(s) URL Mattermost can POST to.
+/// `[mattermost] callback_url`: an https URL Mattermost can POST to, or
+/// plain http to a loopback host (a dialog's submission carries the
+/// secret typed into it). A path is kept: the listener takes any path
+/// ending in `/actions` or `/dialogs`.
 pub fn callback_url(url: &str) -> Result<String, String> {
     let parsed = url::Url::parse(url).map_err(|e| format!("{url:?} is not a URL ({e})"))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+    let Some(host) = parsed.host_str() else {
         return Err(format!("{url:?} is not an http(s) URL"));
+    };
+    match parsed.scheme() {
+        "https" => {}
+        "http" if crate::slack::is_loopback(host) => {}
+        "http" => {
+            return Err(format!(
+                "{url:?}: plain http is allowed only to a loopback host; a dialog's submission \
+                 carries the secret typed into it (use https, e.g. a calvin preview of \
+                 callback_listen's port)"
+            ));
+        }
+        _ => return Err(format!("{url:?} is not an http(s) URL")),
     }
     if parsed.query().is_some() || parsed.fragment().is_some() {
         return Err(format!("{url:?} has a query or a #fragment"));
@@ -73,6 +90,10 @@ mod tests {
             "https://chat.example.com:8443/mm"
         );
         assert!(site_url("http://127.0.0.1:8065").is_ok());
+        assert_eq!(
+            site_url("https://Chat.Example.com:443/").unwrap(),
+            "https://chat.example.com"
+        );
         assert!(
             site_url("http://chat.example.com")
                 .unwrap_err()
@@ -83,6 +104,12 @@ mod tests {
         assert!(site_url("https://u:p@chat.example.com").is_err());
         assert!(site_url("chat.example.com").is_err());
         assert!(callback_url("https://hooks.example.com/mm").is_ok());
+        assert!(callback_url("http://127.0.0.1:8766").is_ok());
+        assert!(
+            callback_url("http://hooks.example.com")
+                .unwrap_err()
+                .contains("loopback")
+        );
         assert!(callback_url("hooks.example.com").is_err());
     }
 }
