@@ -10,6 +10,7 @@ pub mod etcd;
 pub mod fake_mattermost;
 pub mod fake_slack;
 pub mod gateway;
+pub mod git;
 pub mod h3;
 pub mod harness;
 pub mod multi_edge;

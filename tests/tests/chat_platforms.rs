@@ -44,6 +44,7 @@ on_both!(
     send_file_uploads_into_the_session_thread,
     post_card_shows_its_table_fields_and_links,
     read_thread_and_post_thread_cross_threads_with_attribution,
+    spawn_thread_posts_the_task_at_the_top_and_launches_its_session,
     permission_prompt_is_answered_by_the_owners_reaction_only,
     send_dm_asks_first_then_sends_with_attribution,
     request_secret_goes_from_a_button_to_a_form_to_the_shell,
@@ -572,6 +573,68 @@ async fn read_thread_and_post_thread_cross_threads_with_attribution(platform: Pl
     assert!(!reply.text.contains("@here"), "{}", reply.text);
     assert!(reply.text.contains("channel") && reply.text.contains("done"));
     assert!(reply.text.contains("Posted for"), "{}", reply.text);
+}
+
+async fn spawn_thread_posts_the_task_at_the_top_and_launches_its_session(platform: Platform) {
+    use calvin_tests::git::{bare_repo, git};
+    use std::os::unix::fs::PermissionsExt;
+    let mut w = World::on(platform, "self-hosted").await;
+    let root = w.setup.dir.path().to_owned();
+    let bare = bare_repo(&root, "acme", "docs", &[("README.md", "# docs\n")]);
+    let docs = w.setup.session_dir().join("docs");
+    let (bare, docs_path) = (bare.to_str().expect("path"), docs.to_str().expect("path"));
+    git(&root, &["clone", "-q", bare, docs_path]);
+    std::fs::write(docs.join("plan.md"), "# Plan\n\nWhat to do.\n").expect("brief");
+    git(&docs, &["add", "-A"]);
+    git(&docs, &["commit", "-q", "-m", "the brief"]);
+    git(&docs, &["push", "-q", "origin", "HEAD:main"]);
+    let record = root.join("launched");
+    let launcher = root.join("start-session");
+    std::fs::write(
+        &launcher,
+        format!(
+            "#!/bin/bash\nprintf '%s\\n' \"$@\" > {}\n",
+            record.display()
+        ),
+    )
+    .expect("launcher");
+    std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    w.setup.extra = format!(
+        "[launcher]\ncommand = [\"{}\", \"{{channel}}\", \"{{thread_ts}}\", \"{{owner}}\", \"{{task}}\"]\n",
+        launcher.display()
+    );
+    let out = drive(w.setup.stdio(json!([
+        call(
+            "spawn_thread",
+            json!({"task": "Write the changelog", "brief": "docs/plan.md"})
+        ),
+        call(
+            "spawn_thread",
+            json!({"task": "x".repeat(151), "brief": "docs/plan.md"})
+        ),
+    ])))
+    .await;
+    let s = done(&out[0]);
+    failed(&out[1], "150");
+    let said = w.said();
+    assert_eq!(said.len(), 1, "{said:?}");
+    let top = &said[0];
+    assert_eq!(top.channel, w.channels.session);
+    assert_eq!(top.thread, None, "a new thread starts at the top level");
+    assert!(top.text.contains("Write the changelog"), "{}", top.text);
+    assert!(top.text.contains("docs/plan.md"), "{}", top.text);
+    assert_eq!(s["thread_ts"], json!(top.id));
+    let launched = std::fs::read_to_string(&record).expect("the launcher ran");
+    let args: Vec<&str> = launched.lines().collect();
+    assert_eq!(
+        args,
+        [
+            w.channels.session.as_str(),
+            top.id.as_str(),
+            w.person("olive").as_str(),
+            "Write the changelog"
+        ]
+    );
 }
 
 // ---- through the daemon: reactions, buttons and forms ----
