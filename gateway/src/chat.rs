@@ -402,6 +402,12 @@ pub trait ChatBackend: Send + Sync + 'static {
     /// (chat.update).
     async fn update(&self, channel: &str, ts: &str, message: Text<'_>) -> Result<(), ChatError>;
 
+    /// `text` (mrkdwn) as the platform shows it, for an answer given
+    /// outside a post (Mattermost: a click's `ephemeral_text`, Markdown).
+    async fn shown(&self, text: &str) -> String {
+        text.to_owned()
+    }
+
     /// Shows `text` to `user` alone (chat.postEphemeral).
     async fn post_ephemeral(
         &self,

@@ -234,6 +234,12 @@ impl EventHub {
 
     /// A click: handled in the background, so the envelope is acknowledged
     /// at once.
+    /// Why `click` opens nothing, as the platform shows it, if so: see
+    /// [`SecretRequests::click_refusal`].
+    pub async fn click_refusal(&self, click: &ButtonClick) -> Option<String> {
+        self.secrets.click_refusal(click).await
+    }
+
     pub fn on_click(&self, click: ButtonClick) {
         let secrets = self.secrets.clone();
         tokio::spawn(async move { secrets.on_click(click).await });

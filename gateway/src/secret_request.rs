@@ -300,6 +300,30 @@ impl SecretRequests {
         }))
     }
 
+    /// Why a click on a "Set NAME" button opens nothing, if it does not
+    /// (the request is no longer open, or the clicker is not its owner),
+    /// as the platform shows it: an answer the click can carry at once
+    /// (Mattermost's `ephemeral_text`, which needs no permission, where
+    /// `POST /posts/ephemeral` needs a system admin's).
+    pub async fn click_refusal(&self, click: &ButtonClick) -> Option<String> {
+        if click.action_id != ACTION_ID {
+            return None;
+        }
+        let found = self
+            .lock()
+            .get(&click.value)
+            .map(|p| (p.owner.clone(), p.name.clone()));
+        let text = match found {
+            None => NO_LONGER_OPEN.to_owned(),
+            Some((owner, name)) if click.user != owner => {
+                info!(user = %click.user, %name, "a click on another person's secret request was refused");
+                refused_to(&owner, &name)
+            }
+            Some(_) => return None,
+        };
+        Some(self.chat.shown(&text).await)
+    }
+
     /// A click on a "Set NAME" button.
     pub async fn on_click(&self, click: ButtonClick) {
         if click.action_id != ACTION_ID {
@@ -316,19 +340,11 @@ impl SecretRequests {
             }
         };
         let Some((owner, name, file)) = found else {
-            return refuse(
-                "This request for a secret is no longer open: it was answered, or the gateway \
-                 restarted since. Ask the session to request it again."
-                    .into(),
-            )
-            .await;
+            return refuse(NO_LONGER_OPEN.into()).await;
         };
         if click.user != owner {
             info!(user = %click.user, %name, "a click on another person's secret request was refused");
-            return refuse(format!(
-                "Only <@{owner}> can set `{name}`: it goes into their session."
-            ))
-            .await;
+            return refuse(refused_to(&owner, &name)).await;
         }
         let view = modal(&click.value, &name, file, self.chat.platform().name());
         if let Err(err) = self.chat.open_view(&click.trigger_id, &view).await {
@@ -432,6 +448,14 @@ impl SecretRequests {
             warn!(%err, %name, "could not post the secret's outcome in the thread");
         }
     }
+}
+
+const NO_LONGER_OPEN: &str = "This request for a secret is no longer open: it was answered, or \
+     the gateway restarted since. Ask the session to request it again.";
+
+/// What a person other than the owner is told of their click.
+fn refused_to(owner: &str, name: &str) -> String {
+    format!("Only <@{owner}> can set `{name}`: it goes into their session.")
 }
 
 /// The form: the variable's name, one input (multi-line for a file).

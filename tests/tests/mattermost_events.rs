@@ -213,7 +213,10 @@ async fn callbacks_take_only_signed_buttons_and_only_the_owners_click() {
     assert_eq!(post("/dialogs", dialog).await, "403");
     assert!(mm.dialogs().is_empty(), "a forged callback opened a form");
 
-    // Bob's click on the real button: refused, and told so.
+    // Bob's click on the real button: refused, and told so in the click's
+    // answer (a bot may not post ephemeral messages on a Mattermost whose
+    // roles are the default ones: only a system admin may).
+    mm.set_ephemeral_allowed(false);
     let action_id = action["id"].as_str().expect("action id");
     mm.click(&button.id, action_id, &w.person("bob"))
         .await
@@ -222,6 +225,7 @@ async fn callbacks_take_only_signed_buttons_and_only_the_owners_click() {
         .await
         .expect("an ephemeral refusal");
     let told = &mm.ephemerals()[0];
+    assert_eq!(told.source, calvin_tests::fake_mattermost::Source::Callback);
     assert_eq!(told.user_id, w.person("bob"));
     assert!(
         told.message.contains("Only @olive can set `DB_PASSWORD`"),

@@ -633,6 +633,13 @@ impl ChatBackend for MattermostBackend {
         Ok(())
     }
 
+    async fn shown(&self, text: &str) -> String {
+        match self.render(Text::plain(text)).await {
+            Ok(rendered) => rendered.message,
+            Err(_) => markup::plain_to_markdown(text),
+        }
+    }
+
     async fn post_ephemeral(
         &self,
         channel: &str,
