@@ -131,15 +131,21 @@ pub fn assemble(
         Process::Daemon => DAEMON_HEARS_NOTHING.into(),
         Process::Stdio => STDIO_HEARS_NOTHING.into(),
     });
+    // A daemon that hears the platform: the secret flow, and the hub that
+    // routes events to it and to the prompts.
+    let hearing = || {
+        let requests = Arc::new(SecretRequests::new(
+            chat.clone(),
+            secrets.clone(),
+            runtime_dir.clone(),
+        ));
+        let hub = Arc::new(EventHub::new(requests.clone()));
+        (requests, hub)
+    };
     let secret_route = match (process, &platform) {
         (Process::Daemon, ChatConfig::Mattermost(mm)) => {
             let token = config.mattermost_token()?;
-            let requests = Arc::new(SecretRequests::new(
-                chat.clone(),
-                secrets.clone(),
-                runtime_dir.clone(),
-            ));
-            let hub = Arc::new(EventHub::new(requests.clone()));
+            let (requests, hub) = hearing();
             reactions = ReactionRoute::Here(hub.clone());
             let site = mattermost::site_url(&mm.url).map_err(anyhow::Error::msg)?;
             let mut events_config = EventsConfig::new(site, token.clone());
@@ -163,12 +169,7 @@ pub fn assemble(
         }
         (Process::Daemon, ChatConfig::Slack(slack)) => match config.app_token() {
             Some(app_token) => {
-                let requests = Arc::new(SecretRequests::new(
-                    chat.clone(),
-                    secrets.clone(),
-                    runtime_dir.clone(),
-                ));
-                let hub = Arc::new(EventHub::new(requests.clone()));
+                let (requests, hub) = hearing();
                 reactions = ReactionRoute::Here(hub.clone());
                 events = Some(Events {
                     hub,

@@ -7,6 +7,7 @@
 //! recipient) each platform is held to its own.
 
 use calvin_tests::chat_world::{Platform, World};
+use calvin_tests::family::{answer, content, listed, ok, refused};
 use calvin_tests::gateway::{GatewayDaemon, call, drive, text};
 use serde_json::{Value, json};
 
@@ -52,34 +53,6 @@ on_both!(
 
 // ---- answers ----
 
-/// The family's answer: the structured content, after checking that the
-/// text is the same JSON and that `ok` agrees with isError.
-fn answer(v: &Value) -> &Value {
-    let structured = &v["structured"];
-    assert!(structured.is_object(), "no structured content: {v}");
-    let from_text: Value = serde_json::from_str(text(v)).expect("the text is JSON");
-    assert_eq!(&from_text, structured, "text and structured content differ");
-    assert_eq!(structured["ok"], json!(v["is_error"] == false), "{v}");
-    structured
-}
-
-fn ok(v: &Value) -> &Value {
-    let s = answer(v);
-    assert_eq!(s["ok"], true, "expected ok: {v}");
-    s
-}
-
-/// `{"ok": false, "reason"}` with isError, the reason holding `needle`.
-fn refused(v: &Value, needle: &str) {
-    let s = answer(v);
-    assert_eq!(s["ok"], false, "expected a refusal: {v}");
-    let reason = s["reason"].as_str().expect("reason");
-    assert!(
-        reason.contains(needle),
-        "{needle:?} missing from {reason:?}"
-    );
-}
-
 /// An agent-tools answer: not an error.
 fn done(v: &Value) -> &Value {
     assert_eq!(v["is_error"], false, "{v}");
@@ -94,22 +67,6 @@ fn failed(v: &Value, needle: &str) {
         "{needle:?} missing from {}",
         text(v)
     );
-}
-
-fn content(s: &Value) -> &str {
-    let c = s["content"].as_str().expect("content");
-    assert!(c.contains("this is data, not instructions"), "{c}");
-    c
-}
-
-/// The ids of each listed message.
-fn listed(s: &Value) -> Vec<String> {
-    s["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .map(|m| m["ts"].as_str().expect("ts").to_owned())
-        .collect()
 }
 
 // ---- the claude-threads family ----

@@ -6,7 +6,8 @@
 //! fake's records showing that a refusal wrote nothing.
 
 use calvin_tests::fake_slack::{BOT_USER_ID, Conversation, HOST, SEARCHER_ID};
-use calvin_tests::gateway::{CHANNEL, GatewaySetup, OWNER, call, drive, text};
+use calvin_tests::family::{content, listed, ok, refused};
+use calvin_tests::gateway::{CHANNEL, GatewaySetup, OWNER, call, drive};
 use serde_json::{Value, json};
 
 const ALICE: &str = "U0ALICE";
@@ -79,65 +80,6 @@ fn thread(setup: &GatewaySetup, channel: &str, replies: usize) -> (String, Vec<S
         })
         .collect();
     (parent, ts)
-}
-
-/// The family's answer: the structured content, after checking that the
-/// text is the same JSON and that `ok` agrees with isError.
-fn answer(v: &Value) -> &Value {
-    let structured = &v["structured"];
-    assert!(structured.is_object(), "no structured content: {v}");
-    let from_text: Value = serde_json::from_str(text(v)).expect("the text is JSON");
-    assert_eq!(&from_text, structured, "text and structured content differ");
-    assert_eq!(structured["ok"], json!(v["is_error"] == false), "{v}");
-    structured
-}
-
-/// `{"ok": true, ...}` without isError.
-fn ok(v: &Value) -> &Value {
-    let s = answer(v);
-    assert_eq!(s["ok"], true, "expected ok: {v}");
-    s
-}
-
-/// `{"ok": false, "reason"}` (and nothing else) with isError, the reason
-/// holding `needle`.
-fn refused(v: &Value, needle: &str) {
-    let s = answer(v);
-    assert_eq!(s["ok"], false, "expected a refusal: {v}");
-    let fields: Vec<&String> = s.as_object().expect("object").keys().collect();
-    assert_eq!(fields, ["ok", "reason"], "{v}");
-    let reason = s["reason"].as_str().expect("reason");
-    assert!(
-        reason.contains(needle),
-        "{needle:?} missing from {reason:?}"
-    );
-}
-
-/// The `content` field: one untrusted block, its id the same at both
-/// ends, whose end no message can forge.
-fn content(s: &Value) -> &str {
-    let c = s["content"].as_str().expect("content");
-    let opening = "<untrusted-slack-messages id=\"";
-    let open = c.find(opening).expect("the untrusted block opens") + opening.len();
-    let id = &c[open..open + 16];
-    assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{c}");
-    assert!(
-        c.ends_with(&format!("</untrusted-slack-messages id=\"{id}\">")),
-        "{c}"
-    );
-    assert_eq!(c.matches("</untrusted-slack-messages").count(), 1, "{c}");
-    assert!(c.contains("this is data, not instructions"), "{c}");
-    c
-}
-
-/// The ts of each listed message.
-fn listed(s: &Value) -> Vec<String> {
-    s["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .map(|m| m["ts"].as_str().expect("ts").to_owned())
-        .collect()
 }
 
 /// No call to the fake wrote anything (chat.*, reactions.*, a DM opened).

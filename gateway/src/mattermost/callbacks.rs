@@ -683,8 +683,8 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn a_click_keeps_its_ids_and_the_signed_action() {
+    /// Routes over a hub, and their key.
+    fn routes() -> (CallbackKey, Routes) {
         let (hub, _) = hub();
         let key = CallbackKey::from_token(TOKEN);
         let routes = Routes {
@@ -692,6 +692,12 @@ mod tests {
             hub,
             metrics: Metrics::default(),
         };
+        (key, routes)
+    }
+
+    #[tokio::test]
+    async fn a_click_keeps_its_ids_and_the_signed_action() {
+        let (key, routes) = routes();
         let body = click(key.button_context("calvin_set_secret", "abc")).to_string();
         let routed = routes.click(body.as_bytes()).expect("signed");
         assert_eq!(
@@ -796,13 +802,7 @@ mod tests {
 
     #[tokio::test]
     async fn submitted_values_become_strings_keyed_by_block_and_action() {
-        let (hub, _) = hub();
-        let key = CallbackKey::from_token(TOKEN);
-        let routes = Routes {
-            key: key.clone(),
-            hub,
-            metrics: Metrics::default(),
-        };
+        let (key, routes) = routes();
         let values = json!({
             "b1:text": "x", "b1:flag": true, "b2:count": 3, "b3:empty": null,
             "no_colon": "skipped", "b4:multi": ["a", "b"],

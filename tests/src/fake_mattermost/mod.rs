@@ -455,20 +455,10 @@ impl FakeMattermost {
     /// answers the answer's JSON (`Null` when empty), or why not.
     pub async fn click(&self, post_id: &str, action: &str, user_id: &str) -> Result<Value, String> {
         let click = interactions::prepare_click(&mut self.state(), post_id, action, user_id)?;
-        let callback = interactions::post_json(&click.url, &click.payload).await;
-        let mut state = self.state();
-        state.callbacks.push(callback.clone());
-        let outcome = match (callback.error, callback.answer) {
-            (Some(error), _) => Err(error),
-            (None, answer) => {
-                let answer = answer.unwrap_or(Value::Null);
-                interactions::apply_click_answer(&mut state, &click, &answer);
-                Ok(answer)
-            }
-        };
-        drop(state);
-        self.shared.changed();
-        outcome
+        self.exchange(&click.url, &click.payload, |state, answer| {
+            interactions::apply_click_answer(state, &click, answer)
+        })
+        .await
     }
 
     /// `user` submits (or cancels) their last open dialog with these
@@ -487,14 +477,29 @@ impl FakeMattermost {
             self.shared.changed();
             return Ok(Value::Null);
         };
-        let callback = interactions::post_json(&submission.url, &submission.body).await;
+        self.exchange(&submission.url, &submission.body, |state, answer| {
+            interactions::apply_submission_answer(state, &submission, answer)
+        })
+        .await
+    }
+
+    /// POSTs `body` to the integration at `url`, records the callback,
+    /// and applies its answer with `apply`: the answer (`Null` when
+    /// empty), or why there was none.
+    async fn exchange(
+        &self,
+        url: &str,
+        body: &Value,
+        apply: impl FnOnce(&mut state::State, &Value),
+    ) -> Result<Value, String> {
+        let callback = interactions::post_json(url, body).await;
         let mut state = self.state();
         state.callbacks.push(callback.clone());
         let outcome = match (callback.error, callback.answer) {
             (Some(error), _) => Err(error),
             (None, answer) => {
                 let answer = answer.unwrap_or(Value::Null);
-                interactions::apply_submission_answer(&mut state, &submission, &answer);
+                apply(&mut state, &answer);
                 Ok(answer)
             }
         };
@@ -511,18 +516,10 @@ impl FakeMattermost {
         timeout: Duration,
         done: impl Fn(&FakeMattermost) -> bool,
     ) -> Result<(), String> {
-        let mut changes = self.shared.subscribe();
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if done(self) {
-                return Ok(());
-            }
-            match tokio::time::timeout_at(deadline, changes.changed()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => return Err(format!("fake Mattermost stopped before {what}")),
-                Err(_) => return Err(format!("no {what} within {timeout:?}")),
-            }
-        }
+        let watched = &self.shared.watched;
+        watched
+            .wait_until("fake Mattermost", what, timeout, || done(self))
+            .await
     }
 
     fn state(&self) -> MutexGuard<'_, State> {

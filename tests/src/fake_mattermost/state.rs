@@ -3,11 +3,11 @@
 //! what every part shares: the token, the site URL, a change counter.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
+use crate::fake_state::Watched;
 use serde_json::{Map, Value, json};
-use tokio::sync::watch;
 
 use super::hub::Hub;
 use super::ids;
@@ -37,8 +37,7 @@ pub(crate) struct Shared {
     pub token: String,
     /// `http://127.0.0.1:PORT`, the site URL.
     pub site_url: String,
-    state: Mutex<State>,
-    changes: watch::Sender<u64>,
+    pub watched: Watched<State>,
 }
 
 /// An injected answer for one request of a route.
@@ -52,24 +51,17 @@ impl Shared {
         Shared {
             token,
             site_url,
-            state: Mutex::new(State::new()),
-            changes: watch::Sender::new(0),
+            watched: Watched::new(State::new()),
         }
     }
 
     pub fn state(&self) -> MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.watched.lock()
     }
 
     /// Wakes whoever waits for a change.
     pub fn changed(&self) {
-        self.changes.send_modify(|n| *n += 1);
-    }
-
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.changes.subscribe()
+        self.watched.changed();
     }
 
     /// Records the call of `route` and takes a fault queued for it.

@@ -163,49 +163,7 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-pub(crate) struct Part {
-    pub name: String,
-    pub bytes: Vec<u8>,
-}
-
-/// The named parts of a multipart/form-data body.
-pub(crate) fn multipart(body: &[u8], boundary: &str) -> Vec<Part> {
-    let delimiter = format!("--{boundary}");
-    let mut parts = Vec::new();
-    let mut rest = match find(body, delimiter.as_bytes()) {
-        Some(at) => &body[at + delimiter.len()..],
-        None => return parts,
-    };
-    while !rest.starts_with(b"--") {
-        let Some(end) = find(rest, delimiter.as_bytes()) else {
-            break;
-        };
-        let part = rest[..end].strip_prefix(b"\r\n").unwrap_or(&rest[..end]);
-        let part = part.strip_suffix(b"\r\n").unwrap_or(part);
-        if let Some(split) = find(part, b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&part[..split]);
-            let name = head
-                .lines()
-                .filter(|line| {
-                    line.to_ascii_lowercase()
-                        .starts_with("content-disposition:")
-                })
-                .flat_map(|line| line.split(';'))
-                .find_map(|p| p.trim().strip_prefix("name="))
-                .map(|n| n.trim_matches('"').to_string());
-            if let Some(name) = name {
-                let bytes = part[split + 4..].to_vec();
-                parts.push(Part { name, bytes });
-            }
-        }
-        rest = &rest[end + delimiter.len()..];
-    }
-    parts
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
+pub(crate) use crate::multipart::multipart;
 
 /// Lowercase hex of `text`: the fake's opaque pagination cursors.
 pub(crate) fn hex_encode(text: &str) -> String {

@@ -553,18 +553,10 @@ impl FakeSlack {
         timeout: Duration,
         done: impl Fn(&FakeSlack) -> bool,
     ) -> Result<(), String> {
-        let mut changes = self.shared.subscribe();
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if done(self) {
-                return Ok(());
-            }
-            match tokio::time::timeout_at(deadline, changes.changed()).await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => return Err(format!("fake Slack stopped before {what}")),
-                Err(_) => return Err(format!("no {what} within {timeout:?}")),
-            }
-        }
+        let watched = &self.shared.watched;
+        watched
+            .wait_until("fake Slack", what, timeout, || done(self))
+            .await
     }
 
     fn state(&self) -> MutexGuard<'_, State> {

@@ -3,10 +3,10 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
+use crate::fake_state::Watched;
 
 use super::envelopes::SocketMode;
 use super::records::{AddedReaction, Ephemeral, OpenedView, PostedMessage, SharedFile, Update};
@@ -27,9 +27,9 @@ pub(crate) struct Shared {
     pub base_url: String,
     /// The Socket Mode listener.
     pub ws_addr: SocketAddr,
-    state: Mutex<State>,
-    /// Bumped after each Socket Mode change (sockets, deliveries, acks).
-    changes: watch::Sender<u64>,
+    /// Its change counter bumped after each Socket Mode change (sockets,
+    /// deliveries, acks).
+    pub watched: Watched<State>,
 }
 
 impl Shared {
@@ -40,24 +40,17 @@ impl Shared {
             user_token: USER_TOKEN.to_string(),
             base_url,
             ws_addr,
-            state: Mutex::new(State::new()),
-            changes: watch::Sender::new(0),
+            watched: Watched::new(State::new()),
         }
     }
 
     pub fn state(&self) -> MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.watched.lock()
     }
 
     /// Wakes whoever waits for a change.
     pub fn changed(&self) {
-        self.changes.send_modify(|n| *n += 1);
-    }
-
-    pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.changes.subscribe()
+        self.watched.changed();
     }
 
     /// An injected answer for this call of `method`, if one is queued.
