@@ -446,5 +446,8 @@ pub trait ChatBackend: Send + Sync + 'static {
 
     /// Messages matching `query`, newest first, at most `count`
     /// (search.messages, with the user token).
-    async fn search(&self, query: &str, count: usize) -> Result<Vec<Found>, ChatError>;
+    ///
+    /// `from` is the channel the search is made from (the session's):
+    /// Mattermost searches its team.
+    async fn search(&self, query: &str, count: usize, from: &str) -> Result<Vec<Found>, ChatError>;
 }

@@ -308,7 +308,7 @@ impl Gateway {
         }
         let found = self
             .chat
-            .search(&query, SEARCH_ASKED)
+            .search(&query, SEARCH_ASKED, &runner.context.channel)
             .await
             .map_err(|e| format!("the search failed: {}", chat_reason(&e)))?;
         // Each channel's scope, asked once.

@@ -453,7 +453,12 @@ where
         self.user_token.is_some()
     }
 
-    async fn search(&self, query: &str, count: usize) -> Result<Vec<Found>, ChatError> {
+    async fn search(
+        &self,
+        query: &str,
+        count: usize,
+        _from: &str,
+    ) -> Result<Vec<Found>, ChatError> {
         let token = self.user_token.as_ref().ok_or_else(|| {
             ChatError::Api("not_allowed_token_type (search needs a user token)".into())
         })?;

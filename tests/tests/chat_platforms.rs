@@ -250,6 +250,7 @@ async fn react_to_post_reacts_to_the_latest_message_or_a_linked_one(platform: Pl
     let latest = w.post(&ch.session, "alice", "done?", Some(&w.thread()));
     let in_general = w.post(&ch.general, "bob", "ship it", None);
     let in_hidden = w.post(&ch.hidden, "alice", "secret", None);
+    let unjoined = w.post(&ch.elsewhere, "alice", "over here", None);
     let react = |args: Value| call("react_to_post", args);
     let out = drive(w.setup.stdio(json!([
         react(json!({"emoji": "white_check_mark"})),
@@ -258,6 +259,7 @@ async fn react_to_post_reacts_to_the_latest_message_or_a_linked_one(platform: Pl
         react(json!({"emoji": "eyes", "url": w.link(&ch.hidden, &in_hidden)})),
         react(json!({"emoji": ":eyes:"})),
         react(json!({"emoji": "e".repeat(101)})),
+        react(json!({"emoji": "eyes", "url": w.link(&ch.elsewhere, &unjoined)})),
     ])))
     .await;
     let s = ok(&out[0]);
@@ -277,6 +279,13 @@ async fn react_to_post_reacts_to_the_latest_message_or_a_linked_one(platform: Pl
     assert!(w.reactions(&ch.hidden, &in_hidden).is_empty());
     refused(&out[4], "without colons");
     refused(&out[5], "emoji");
+    // A public channel the bot has not joined: Slack's scope keeps it out;
+    // Mattermost lets the bot read it but react only where it was added.
+    match platform {
+        Platform::Slack => refused(&out[6], "the bot is not in #elsewhere"),
+        Platform::Mattermost => refused(&out[6], "the bot is not in that channel"),
+    }
+    assert!(w.reactions(&ch.elsewhere, &unjoined).is_empty());
 }
 
 async fn update_own_post_edits_only_the_bots_posts_up_to_4000_characters(platform: Platform) {

@@ -795,8 +795,17 @@ impl ChatBackend for MattermostBackend {
         true
     }
 
-    async fn search(&self, query: &str, count: usize) -> Result<Vec<Found>, ChatError> {
-        let team = self.home_team().await?;
+    async fn search(&self, query: &str, count: usize, from: &str) -> Result<Vec<Found>, ChatError> {
+        // The team of the channel searched from (a session in another team
+        // than the bot's channel finds its own posts); a direct or group
+        // message has none: the bot channel's.
+        let team = match self.channel_team(from).await? {
+            id if id.is_empty() => self.home_team().await?,
+            id => Team {
+                name: self.team_name(&id).await?,
+                id,
+            },
+        };
         let request = Search {
             terms: query.to_owned(),
             is_or_search: false,
@@ -1193,6 +1202,54 @@ mod tests {
             body(&seen, "PUT", &format!("/posts/{P}/patch")),
             json!({"message": "**done**", "props": {"from_bot": "true"}})
         );
+    }
+
+    /// A search runs in the team of the channel it is made from (the
+    /// bot channel's for a direct message), newest first, links in that
+    /// team.
+    #[tokio::test]
+    async fn search_runs_in_the_team_of_the_channel_searched_from() {
+        const U: &str = "uuuuuuuuuuuuuuuuuuuuuuuuuu";
+        let (chat, seen) = mm(|method, path, _| match (method, path) {
+            (_, p) if p == format!("/channels/{C}") => {
+                ok(json!({"id": C, "team_id": T, "type": "O"}))
+            }
+            (_, p) if p == format!("/channels/{D}") => {
+                ok(json!({"id": D, "team_id": U, "type": "P"}))
+            }
+            (_, p) if p == format!("/channels/{R}") => {
+                ok(json!({"id": R, "team_id": "", "type": "D"}))
+            }
+            (_, p) if p == format!("/teams/{T}") => ok(json!({"id": T, "name": "home"})),
+            (_, p) if p == format!("/teams/{U}") => ok(json!({"id": U, "name": "other"})),
+            ("POST", p) if p.ends_with("/posts/search") => ok(json!({
+                "order": [P, ANN],
+                "posts": {
+                    P: {"id": P, "channel_id": D, "user_id": BOT, "message": "old", "create_at": 1},
+                    ANN: {"id": ANN, "channel_id": D, "user_id": BOT, "message": "new", "create_at": 2},
+                },
+            })),
+            _ => refused(404, "x"),
+        })
+        .await;
+        let found = chat.search("kiwi", 10, D).await.unwrap();
+        assert_eq!(
+            body(&seen, "POST", &format!("/teams/{U}/posts/search"))["terms"],
+            "kiwi"
+        );
+        let texts: Vec<&str> = found.iter().map(|f| f.text.as_str()).collect();
+        assert_eq!(texts, ["new", "old"]);
+        assert!(
+            found[0]
+                .permalink
+                .as_deref()
+                .is_some_and(|l| l.ends_with(&format!("/other/pl/{ANN}"))),
+            "{found:?}"
+        );
+        assert_eq!(chat.search("kiwi", 1, D).await.unwrap().len(), 1);
+        // A direct message has no team: the bot channel's.
+        chat.search("kiwi", 10, R).await.unwrap();
+        body(&seen, "POST", &format!("/teams/{T}/posts/search"));
     }
 
     #[tokio::test]

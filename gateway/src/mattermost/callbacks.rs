@@ -557,7 +557,7 @@ mod tests {
         fn can_search(&self) -> bool {
             false
         }
-        async fn search(&self, _: &str, _: usize) -> Result<Vec<Found>, ChatError> {
+        async fn search(&self, _: &str, _: usize, _: &str) -> Result<Vec<Found>, ChatError> {
             unused()
         }
     }
