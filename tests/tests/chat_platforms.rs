@@ -47,6 +47,7 @@ on_both!(
     read_thread_and_post_thread_cross_threads_with_attribution,
     spawn_thread_posts_the_task_at_the_top_and_launches_its_session,
     permission_prompt_is_answered_by_the_owners_reaction_only,
+    a_stdio_session_hears_its_answer_through_the_daemon,
     send_dm_asks_first_then_sends_with_attribution,
     request_secret_goes_from_a_button_to_a_form_to_the_shell,
 );
@@ -636,6 +637,53 @@ async fn permission_prompt_is_answered_by_the_owners_reaction_only(platform: Pla
         .expect("driver");
     let decision: Value = serde_json::from_str(text(&out[0])).expect("JSON");
     assert_eq!(decision["behavior"], "allow", "{decision}");
+}
+
+/// A stdio gateway never holds the platform's events: without a daemon
+/// its prompt is denied, saying how to name one, and nothing is posted;
+/// with `[daemon] url` it hears its answer through the daemon.
+async fn a_stdio_session_hears_its_answer_through_the_daemon(platform: Platform) {
+    let mut w = World::on(platform, "self-hosted").await;
+    w.with_events();
+    let bash = call(
+        "permission_prompt",
+        json!({"tool_name": "Bash", "input": {"command": "make"}, "tool_use_id": "t2"}),
+    );
+    let out = drive(w.setup.stdio(json!([bash]))).await;
+    let denied: Value = serde_json::from_str(text(&out[0])).expect("JSON");
+    assert_eq!(denied["behavior"], "deny", "{denied}");
+    assert!(
+        denied["message"]
+            .as_str()
+            .expect("message")
+            .contains("set [daemon] url"),
+        "{denied}"
+    );
+    w.nothing_written();
+    let (daemon, _) = w.daemon().await;
+    w.setup.extra.push_str(&daemon.config_section(&w.setup));
+    let turn = tokio::spawn(drive(w.setup.stdio(json!([bash]))));
+    let prompt = wait_for_said(&w, "Permission requested").await;
+    wait_until(&w, "the prompt's options", || {
+        w.reactions(&prompt.channel, &prompt.id)
+            .iter()
+            .filter(|(_, u)| *u == w.bot())
+            .count()
+            == 3
+    })
+    .await;
+    // Bob's 👎 first: were it heard, the call would be denied.
+    w.react("bob", "-1", &prompt.channel, &prompt.id).await;
+    w.react("olive", "+1", &prompt.channel, &prompt.id).await;
+    let out = tokio::time::timeout(std::time::Duration::from_secs(15), turn)
+        .await
+        .expect("decided")
+        .expect("driver");
+    let decision: Value = serde_json::from_str(text(&out[0])).expect("JSON");
+    assert_eq!(
+        decision,
+        json!({"behavior": "allow", "updatedInput": {"command": "make"}})
+    );
 }
 
 async fn send_dm_asks_first_then_sends_with_attribution(platform: Platform) {
