@@ -25,7 +25,7 @@
 //! timeout_secs = 120               # no decision by then: denied (1..86400)
 //! decision_timeout_secs = 3600     # a plan or a question (the decision bridge; 1..86400)
 //!
-//! [daemon]                         # `mcp`: the `serve` daemon that receives Slack's events
+//! [daemon]                         # `mcp`: the `serve` daemon that receives the chat's events
 //! # url = "http://127.0.0.1:8765"
 //! # token_file = "/home/me/.local/state/calvin/gateway.token"   # default: the daemon's; or CALVIN_DAEMON_TOKEN
 //!
