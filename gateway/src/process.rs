@@ -105,7 +105,12 @@ pub fn assemble(
                 url: mattermost::site_url(&mm.url).map_err(anyhow::Error::msg)?,
                 token: token.clone(),
                 channel: mm.channel.clone(),
-                callback_url: mm.callback_url.clone(),
+                callback_url: mm
+                    .callback_url
+                    .as_deref()
+                    .map(mattermost::callback_url)
+                    .transpose()
+                    .map_err(anyhow::Error::msg)?,
                 key: CallbackKey::from_token(&token),
             };
             mattermost::backend::backend(settings, metrics.clone())

@@ -799,12 +799,13 @@ impl ChatBackend for MattermostBackend {
         // The team of the channel searched from (a session in another team
         // than the bot's channel finds its own posts); a direct or group
         // message has none: the bot channel's.
-        let team = match self.channel_team(from).await? {
-            id if id.is_empty() => self.home_team().await?,
-            id => Team {
+        let team = match self.channel_team(from).await {
+            Ok(id) if !id.is_empty() => Team {
                 name: self.team_name(&id).await?,
                 id,
             },
+            // A direct message, or a channel the bot can no longer read.
+            _ => self.home_team().await?,
         };
         let request = Search {
             terms: query.to_owned(),

@@ -328,6 +328,7 @@ impl MattermostEvents {
             hub,
             metrics,
             resume: None,
+            opened: None,
         };
         let task = tokio::spawn(listener.run(stopped).instrument(span));
         Ok(MattermostEvents { stop, task })
@@ -389,6 +390,8 @@ struct Listener {
     hub: Arc<EventHub>,
     metrics: Metrics,
     resume: Option<Resume>,
+    /// When the latest socket opened (its handshake not counted).
+    opened: Option<Instant>,
 }
 
 /// Resolves when the listener is told to stop (or its handle is gone).
@@ -408,7 +411,7 @@ impl Listener {
                     () = stopped(&mut stop) => return,
                 }
             }
-            let began = Instant::now();
+            self.opened = None;
             match self.connection(&mut stop).await {
                 Ended::Stopped => return,
                 Ended::Failed(reason) => {
@@ -419,7 +422,11 @@ impl Listener {
                 // closed at once (a proxy that accepts and hangs up, a
                 // resume the server drops) counts as a failure, so the
                 // waits keep growing instead of spinning.
-                Ended::Dropped(reason) if began.elapsed() >= STABLE_CONNECTION => {
+                Ended::Dropped(reason)
+                    if self
+                        .opened
+                        .is_some_and(|t| t.elapsed() >= STABLE_CONNECTION) =>
+                {
                     failures = 1;
                     info!(%reason, "the Mattermost WebSocket closed; reconnecting");
                 }
@@ -443,6 +450,7 @@ impl Listener {
             Ok(Err(reason)) => return Ended::Failed(reason),
             Err(_) => return Ended::Failed(format!("no WebSocket within {handshake:?}")),
         };
+        self.opened = Some(Instant::now());
         let challenge = json!({
             "seq": CHALLENGE_SEQ,
             "action": "authentication_challenge",

@@ -88,8 +88,9 @@ pub fn plain_to_markdown(text: &str) -> String {
                 out.push('\\');
                 out.push(c);
             }
+            // At the end too: what follows may be glued on after it.
             '@' if !prev.is_some_and(keeps_at_inside)
-                && chars.peek().is_some_and(|n| !n.is_whitespace()) =>
+                && chars.peek().is_none_or(|n| !n.is_whitespace()) =>
             {
                 out.push('@');
                 out.push(JOINER);
@@ -114,6 +115,9 @@ pub(super) fn link_target(url: &str) -> String {
         let next = chars.get(i + 1).copied();
         match c {
             ' ' => out.push_str("%20"),
+            // Neither may escape or open what follows the link.
+            '\\' => out.push_str("%5C"),
+            '`' => out.push_str("%60"),
             '(' => out.push_str("%28"),
             ')' => out.push_str("%29"),
             '<' => out.push_str("%3C"),
@@ -383,6 +387,7 @@ fn rewrite(text: &str) -> String {
         }
         let close = (i + 2..n).take_while(|&j| chars[j] != '\n').find(|&j| {
             chars[j] == c
+                && role[j] == Role::Plain
                 && !chars[j - 1].is_whitespace()
                 && (j + 1 == n || !chars[j + 1].is_alphanumeric())
         });
@@ -418,7 +423,7 @@ fn rewrite(text: &str) -> String {
             ('#', _) if prev.is_none_or(|p| p == '\n') => out.push_str("\\#"),
             ('@', _)
                 if !prev.is_some_and(keeps_at_inside)
-                    && chars.get(i + 1).is_some_and(|n| !n.is_whitespace()) =>
+                    && chars.get(i + 1).is_none_or(|n| !n.is_whitespace()) =>
             {
                 out.push('@');
                 out.push(JOINER);
@@ -478,6 +483,21 @@ mod tests {
             assert!(out.contains(&format!("@{J}")), "{text:?} -> {out:?}");
         }
         assert_eq!(plain_to_markdown("_@all"), format!("\\_@{J}all"));
+        // An @ at the end of a piece is made inert too: what follows is
+        // glued on after it.
+        for text in ["<#C1|_@>all", "<!foo|x.@>here", "<@U9|_@>channel"] {
+            let out = md(text);
+            assert!(
+                !out.contains("@all") && !out.contains("@here"),
+                "{text:?} -> {out:?}"
+            );
+            assert!(!out.contains("_@channel"), "{text:?} -> {out:?}");
+        }
+        // A link's target can neither escape nor open what follows it.
+        assert_eq!(md("<mailto:\\>`@all`"), "mailto:%5C`@all`");
+        assert_eq!(md("<https://x.example/a`b>"), "https://x.example/a%60b");
+        // A single * closes on a plain marker, never on a kept **.
+        assert_eq!(md("*a **b** c*"), "**a **b** c**");
         // A link without a label gets its target's `@` encoded, and no
         // space can end it early.
         assert_eq!(

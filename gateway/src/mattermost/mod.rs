@@ -72,7 +72,11 @@ pub fn callback_url(url: &str) -> Result<String, String> {
     if parsed.query().is_some() || parsed.fragment().is_some() {
         return Err(format!("{url:?} has a query or a #fragment"));
     }
-    Ok(url.trim_end_matches('/').to_owned())
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(format!("{url:?} holds a user name or password"));
+    }
+    // As parsed: what Mattermost is given is what was checked.
+    Ok(parsed.as_str().trim_end_matches('/').to_owned())
 }
 
 #[cfg(test)]
@@ -111,5 +115,10 @@ mod tests {
                 .contains("loopback")
         );
         assert!(callback_url("hooks.example.com").is_err());
+        assert!(callback_url("https://u:p@hooks.example.com").is_err());
+        assert_eq!(
+            callback_url("https://Hooks.Example.com:443/mm/").unwrap(),
+            "https://hooks.example.com/mm"
+        );
     }
 }
