@@ -615,27 +615,14 @@ async fn permission_prompt_is_answered_by_the_owners_reaction_only(platform: Pla
         json!({"tool_name": "Write", "input": {"file_path": "a.txt"}, "tool_use_id": "t1"}),
     );
     let task = tokio::spawn(drive(GatewayDaemon::http(&mcp, json!([ask]))));
-    let prompt = wait_for_said(&w, "Permission requested").await;
-    // The bot's own three options first.
-    wait_until(&w, "the prompt's options", || {
-        w.reactions(&prompt.channel, &prompt.id)
-            .iter()
-            .filter(|(_, u)| *u == w.bot())
-            .count()
-            == 3
-    })
-    .await;
+    let prompt = permission_prompt(&w).await;
     // Bob is in the channel, but neither the owner nor allowed: nothing
     // changes.
     w.react("bob", "+1", &prompt.channel, &prompt.id).await;
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert!(!task.is_finished(), "a stranger's reaction decided");
     w.react("olive", "+1", &prompt.channel, &prompt.id).await;
-    let out = tokio::time::timeout(std::time::Duration::from_secs(15), task)
-        .await
-        .expect("decided")
-        .expect("driver");
-    let decision: Value = serde_json::from_str(text(&out[0])).expect("JSON");
+    let decision = decided(task).await;
     assert_eq!(decision["behavior"], "allow", "{decision}");
 }
 
@@ -663,25 +650,12 @@ async fn a_stdio_session_hears_its_answer_through_the_daemon(platform: Platform)
     let (daemon, _) = w.daemon().await;
     w.setup.extra.push_str(&daemon.config_section(&w.setup));
     let turn = tokio::spawn(drive(w.setup.stdio(json!([bash]))));
-    let prompt = wait_for_said(&w, "Permission requested").await;
-    wait_until(&w, "the prompt's options", || {
-        w.reactions(&prompt.channel, &prompt.id)
-            .iter()
-            .filter(|(_, u)| *u == w.bot())
-            .count()
-            == 3
-    })
-    .await;
+    let prompt = permission_prompt(&w).await;
     // Bob's 👎 first: were it heard, the call would be denied.
     w.react("bob", "-1", &prompt.channel, &prompt.id).await;
     w.react("olive", "+1", &prompt.channel, &prompt.id).await;
-    let out = tokio::time::timeout(std::time::Duration::from_secs(15), turn)
-        .await
-        .expect("decided")
-        .expect("driver");
-    let decision: Value = serde_json::from_str(text(&out[0])).expect("JSON");
     assert_eq!(
-        decision,
+        decided(turn).await,
         json!({"behavior": "allow", "updatedInput": {"command": "make"}})
     );
 }
@@ -770,6 +744,30 @@ async fn request_secret_goes_from_a_button_to_a_form_to_the_shell(platform: Plat
         !daemon.log().contains("sk_test_51H"),
         "the value was logged"
     );
+}
+
+/// The generic permission prompt, once the bot has added its three
+/// options to it (so it listens).
+async fn permission_prompt(w: &World) -> calvin_tests::chat_world::Said {
+    let prompt = wait_for_said(w, "Permission requested").await;
+    wait_until(w, "the prompt's options", || {
+        w.reactions(&prompt.channel, &prompt.id)
+            .iter()
+            .filter(|(_, u)| *u == w.bot())
+            .count()
+            == 3
+    })
+    .await;
+    prompt
+}
+
+/// The CLI's decision in the first answer of a turn driven in `task`.
+async fn decided(task: tokio::task::JoinHandle<Vec<Value>>) -> Value {
+    let out = tokio::time::timeout(std::time::Duration::from_secs(15), task)
+        .await
+        .expect("decided")
+        .expect("driver");
+    serde_json::from_str(text(&out[0])).expect("JSON")
 }
 
 async fn wait_for_said(w: &World, needle: &str) -> calvin_tests::chat_world::Said {
