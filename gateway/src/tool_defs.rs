@@ -37,10 +37,9 @@ fn schema(value: Value) -> Arc<JsonObject> {
 /// What the descriptions and schemas say of the platform's ids, links
 /// and text.
 struct Words {
-    name: &'static str,
+    platform: Platform,
     link: &'static str,
     channel_pattern: &'static str,
-    channel_form: &'static str,
     message_pattern: &'static str,
     message: &'static str,
     recipient_pattern: &'static str,
@@ -53,10 +52,9 @@ impl Words {
     fn of(platform: Platform) -> Words {
         match platform {
             Platform::Slack => Words {
-                name: "Slack",
+                platform,
                 link: "https://<workspace>/archives/<C…|G…>/p<16 digits>",
                 channel_pattern: "^[CG][A-Z0-9]+$",
-                channel_form: "C… or G…",
                 message_pattern: "^[0-9]{10}\\.[0-9]{6}$",
                 message: "Timestamp of a message in the thread, for example 1700000000.000100.",
                 recipient_pattern: "^(<@)?[UW][A-Z0-9]+(\\|[^>]*)?>?$",
@@ -66,10 +64,9 @@ impl Words {
                          answers that it is unsupported).",
             },
             Platform::Mattermost => Words {
-                name: "Mattermost",
+                platform,
                 link: "https://<server>/<team>/pl/<post id>",
                 channel_pattern: "^[a-z0-9]{26}$",
-                channel_form: "26 lower case letters and digits",
                 message_pattern: "^[a-z0-9]{26}$",
                 message: "The id of a post in the thread (26 lower case letters and digits).",
                 recipient_pattern: "^@?[a-z0-9._-]{1,64}$",
@@ -115,15 +112,15 @@ fn card_description(platform: Platform) -> String {
 /// A thread named by its link, or by channel and ts.
 fn thread_properties(w: &Words) -> Value {
     json!({
-        "url": {"type": "string", "description": format!("The thread's {} link (a message's permalink, {}).", w.name, w.link)},
-        "channel": {"type": "string", "pattern": w.channel_pattern, "description": format!("Channel id ({}), with ts.", w.channel_form)},
+        "url": {"type": "string", "description": format!("The thread's {} link (a message's permalink, {}).", w.platform.name(), w.link)},
+        "channel": {"type": "string", "pattern": w.channel_pattern, "description": format!("Channel id ({}), with ts.", w.platform.channel_form())},
         "ts": {"type": "string", "pattern": w.message_pattern, "description": w.message}
     })
 }
 
 pub fn all_tools(platform: Platform) -> Vec<Tool> {
     let w = Words::of(platform);
-    let name = w.name;
+    let name = platform.name();
     let public = if platform.reads_public_channels_unjoined() {
         "a public channel"
     } else {
@@ -439,7 +436,7 @@ pub fn all_tools(platform: Platform) -> Vec<Tool> {
             schema(json!({
                 "type": "object",
                 "properties": {
-                    "channel_id": {"type": "string", "pattern": w.channel_pattern, "description": format!("The channel's id ({}).", w.channel_form)},
+                    "channel_id": {"type": "string", "pattern": w.channel_pattern, "description": format!("The channel's id ({}).", platform.channel_form())},
                     "max_messages": {"type": "integer", "minimum": 1, "maximum": HISTORY_MESSAGES.1, "description": format!("Default {}, at most {}.", HISTORY_MESSAGES.0, HISTORY_MESSAGES.1)}
                 },
                 "required": ["channel_id"]

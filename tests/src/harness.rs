@@ -77,6 +77,26 @@ impl TestEdge {
         .await
     }
 
+    /// An edge started again on the addresses `listen` of a stopped one,
+    /// once the old endpoint's UDP socket is free (under load it may close
+    /// a moment after the stop returns).
+    pub async fn start_again(
+        listen: (SocketAddr, SocketAddr, SocketAddr),
+        options: EdgeOptions,
+    ) -> TestEdge {
+        let quic = listen.2;
+        let free = eventually(Duration::from_secs(5), || async move {
+            std::net::UdpSocket::bind(quic).ok().map(drop)
+        })
+        .await;
+        assert!(free.is_some(), "the QUIC port {quic} stays taken");
+        TestEdge::start_with(EdgeOptions {
+            listen: Some(listen),
+            ..options
+        })
+        .await
+    }
+
     pub async fn start_with(options: EdgeOptions) -> TestEdge {
         let (dir, state_dir) = match options.state_dir {
             Some(path) => (None, path),

@@ -34,6 +34,18 @@ async fn get_on(cluster: &ClusterEdges, i: usize, name: &str, path: &str) -> Cur
     .await
 }
 
+/// The 401 edge `i` answers for the preview `guarded` at `path`, within
+/// 8 s (the cluster's routes and key reach every edge by then); `what` it
+/// should do names the failure.
+async fn refused_on(cluster: &ClusterEdges, i: usize, path: &str, what: &str) -> CurlOutput {
+    eventually(Duration::from_secs(8), || async {
+        let out = get_on(cluster, i, "guarded", path).await;
+        (out.status == 401).then_some(out)
+    })
+    .await
+    .unwrap_or_else(|| panic!("edge {} {what}:\n{}", i + 1, cluster.logs()))
+}
+
 /// An agent of `account` connected to the edges in `order` (their QUIC
 /// addresses, tried in that order), with a preview of `port` named `name`.
 async fn agent_with(
@@ -758,12 +770,7 @@ async fn a_protected_preview_is_protected_on_every_edge_and_its_link_opens_it_on
     let with = |token: &str| format!("/hello?calvin_share={token}");
     // Every edge refuses the URL alone and opens the link edge 1 made.
     for i in 0..3 {
-        let refused = eventually(Duration::from_secs(8), || async {
-            let out = get_on(&cluster, i, "guarded", "/hello").await;
-            (out.status == 401).then_some(out)
-        })
-        .await
-        .unwrap_or_else(|| panic!("edge {} refuses the URL alone:\n{}", i + 1, cluster.logs()));
+        let refused = refused_on(&cluster, i, "/hello", "refuses the URL alone").await;
         assert_eq!(
             refused.header("x-calvin-error"),
             Some("share-token-missing")
@@ -791,12 +798,7 @@ async fn a_protected_preview_is_protected_on_every_edge_and_its_link_opens_it_on
     let rotated: calvin_agent::api::Protected = rotated.parse().expect("rotated");
     let second = token_of(rotated.share_url.as_deref());
     for i in 0..3 {
-        let revoked = eventually(Duration::from_secs(8), || async {
-            let out = get_on(&cluster, i, "guarded", &with(&first)).await;
-            (out.status == 401).then_some(out)
-        })
-        .await
-        .unwrap_or_else(|| panic!("edge {} revokes the old link:\n{}", i + 1, cluster.logs()));
+        let revoked = refused_on(&cluster, i, &with(&first), "revokes the old link").await;
         assert_eq!(
             revoked.header("x-calvin-error"),
             Some("share-token-invalid")

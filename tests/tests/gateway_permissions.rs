@@ -642,40 +642,6 @@ async fn send_dm_asks_before_a_first_dm_and_stops_at_three() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stdio_gateway_hears_its_answer_through_the_daemon_or_denies_saying_why() {
-    let mut setup = setup("").await;
-    let bash = ask("Bash", json!({"command": "make"}));
-    let out = drive(setup.stdio(json!([bash]))).await;
-    let denied = decision(&out[0]);
-    assert_eq!(denied["behavior"], "deny");
-    assert!(
-        denied["message"]
-            .as_str()
-            .expect("message")
-            .contains("set [daemon] url"),
-        "{denied}"
-    );
-    assert!(
-        setup.slack.messages().is_empty(),
-        "nothing is posted that nobody could answer"
-    );
-
-    let daemon = GatewayDaemon::start_with_sockets(&setup).await;
-    setup.extra.push_str(&daemon.config_section(&setup));
-    let turn = tokio::spawn(drive(setup.stdio(json!([bash]))));
-    let posted = prompt(&setup.slack, "Permission requested", 1, 3).await;
-    // The stranger's 👎 comes first: were it heard, the call would be denied.
-    react(&setup.slack, STRANGER, "-1", &posted).await;
-    react(&setup.slack, OWNER, "+1", &posted).await;
-    let out = finished(turn).await;
-    assert_eq!(
-        decision(&out[0]),
-        json!({"behavior": "allow", "updatedInput": {"command": "make"}})
-    );
-    daemon.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_malformed_permission_call_is_refused_in_the_familys_shape() {
     let setup = setup("").await;
     let out = drive(setup.stdio(json!([

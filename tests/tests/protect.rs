@@ -602,20 +602,8 @@ async fn an_issued_link_still_works_after_the_edge_restarts() {
     );
     assert_eq!(curl(&edge.ca(), &[&link]).await.status, 200);
     edge.stop().await;
-    // Under a loaded machine the old endpoint's socket may close a moment
-    // after the stop returns.
-    let quic = listen.2;
-    let free = eventually(std::time::Duration::from_secs(5), || async move {
-        std::net::UdpSocket::bind(quic).ok().map(drop)
-    })
-    .await;
-    assert!(free.is_some(), "the QUIC port {quic} stays taken");
 
-    let edge = TestEdge::start_with(EdgeOptions {
-        listen: Some(listen),
-        ..options()
-    })
-    .await;
+    let edge = TestEdge::start_again(listen, options()).await;
     let ca = edge.ca();
     // The first request waits for the agent to be back (with its salt).
     let out = curl(&ca, &["--max-time", "15", &link]).await;

@@ -34,11 +34,7 @@ async fn graceful_edge_restart_same_url_serves_again_within_15_s() {
     assert_eq!(down.status, 0, "nothing answers while the edge is down");
 
     let started = Instant::now();
-    let edge = TestEdge::start_with(EdgeOptions {
-        listen: Some(listen),
-        ..options()
-    })
-    .await;
+    let edge = TestEdge::start_again(listen, options()).await;
     let ca = edge.ca();
     // The first request waits for the agent to be back, rather than
     // answering "no preview named ..." before it is.
