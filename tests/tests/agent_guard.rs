@@ -167,10 +167,22 @@ async fn only_previewed_ports_under_their_own_names_are_forwarded() {
         }
     ));
     assert_eq!(other_hits.load(Ordering::SeqCst), 0);
+    // The preview's check that something listens connects once; its
+    // accept may be counted a moment after the connect returned (under
+    // load, after the refusals above): wait for it, then it is the only
+    // one.
+    let checked = calvin_tests::eventually(std::time::Duration::from_secs(5), || async {
+        (previewed_hits.load(Ordering::SeqCst) > 0).then_some(())
+    })
+    .await;
+    assert!(
+        checked.is_some(),
+        "the preview's listening check never came"
+    );
     assert_eq!(
         previewed_hits.load(Ordering::SeqCst),
         1,
-        "only the preview probe"
+        "only the preview's listening check"
     );
 
     // The right name and port: accepted, and the bytes are the server's.
