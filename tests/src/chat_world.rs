@@ -18,6 +18,7 @@ use serde_json::{Map, Value, json};
 use crate::fake_mattermost::{ChannelKind, FakeMattermost};
 use crate::fake_slack::{BOT_USER_ID, Conversation, SEARCHER_ID};
 use crate::gateway::{BOT_TOKEN, GatewayDaemon, GatewaySetup, OWNER};
+use crate::harness::free_port;
 
 /// The Mattermost bot's token in tests.
 pub const MM_TOKEN: &str = "mm-calvin-test-token-0001";
@@ -602,14 +603,6 @@ fn mm_first_action(mm: &FakeMattermost, post: &str) -> Result<String, String> {
                 .map(str::to_owned)
         })
         .ok_or_else(|| "the post has no button".into())
-}
-
-/// A port nothing listens on now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 /// Waits until something accepts connections on `port`.

@@ -118,6 +118,14 @@ async fn ask_waiting(
 /// with `reply`.
 async fn counting_server(bind: SocketAddr, reply: &'static [u8]) -> (u16, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind(bind).await.expect("bind");
+    counting_server_on(listener, reply)
+}
+
+/// [`counting_server`] on a listener the test has already.
+fn counting_server_on(
+    listener: tokio::net::TcpListener,
+    reply: &'static [u8],
+) -> (u16, Arc<AtomicUsize>) {
     let port = listener.local_addr().expect("addr").port();
     let accepted = Arc::new(AtomicUsize::new(0));
     let count = accepted.clone();
@@ -235,7 +243,8 @@ async fn a_server_on_ipv6_loopback_only_is_reached() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_listening_is_refused_as_such() {
     let (agent, conn, _dir) = fake_edge().await;
-    let port = silent_port().await;
+    let silent = silent_port();
+    let port = silent.port();
     agent
         .preview_with(Port::try_from(port).expect("port"), None, unprobed())
         .await
@@ -260,7 +269,8 @@ async fn nothing_listening_is_refused_as_such() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_waits_for_a_restarting_server_as_long_as_asked() {
     let (agent, conn, _dir) = fake_edge().await;
-    let port = silent_port().await;
+    let silent = silent_port();
+    let port = silent.port();
     let created = agent
         .preview_with(Port::try_from(port).expect("port"), None, unprobed())
         .await
@@ -299,10 +309,9 @@ async fn the_agent_waits_for_a_restarting_server_as_long_as_asked() {
 
     // The server comes up 400 ms into a 10 s wait: accepted then.
     let started = std::time::Instant::now();
-    let bind: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
     let late = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(400)).await;
-        counting_server(bind, b"back\n").await
+        counting_server_on(silent.listen(), b"back\n")
     });
     let (answer, _send, mut recv) = ask_waiting(&conn, &created.name, port, Some(10_000)).await;
     let took = started.elapsed();
@@ -337,7 +346,8 @@ fn unprobed() -> calvin_agent::PreviewOptions {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_edge_that_does_not_protect_previews_gets_no_protected_preview() {
     let (agent, conn, _dir) = fake_edge_that(false).await;
-    let port = Port::try_from(silent_port().await).expect("port");
+    let silent = silent_port();
+    let port = Port::try_from(silent.port()).expect("port");
     let options = calvin_agent::PreviewOptions {
         probe: false,
         protect: Some(true),

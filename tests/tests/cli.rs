@@ -60,7 +60,8 @@ async fn share_dev_prints_a_url_that_serves() {
 async fn share_dev_on_a_silent_port_says_so() {
     let state = tempfile::tempdir().expect("tempdir");
     let dir = state.path().join("dev");
-    let port = silent_port().await.to_string();
+    let silent = silent_port();
+    let port = silent.port().to_string();
     let any = "127.0.0.1:0";
     let child = tokio::process::Command::new(binary("calvin-agent"))
         .args(["share", &port, "--name", "later", "--dev", "--state-dir"])
@@ -426,10 +427,9 @@ max_previews_per_account = 2
     assert_eq!(out.status, 200, "{out:?}");
 
     // The configured cap: two previews, and a third is refused with its reason.
-    a.preview(silent_port().await, Some("two")).await;
-    let answer = a
-        .try_preview(silent_port().await.into(), Some("three"))
-        .await;
+    let (two, three) = (silent_port(), silent_port());
+    a.preview(two.port(), Some("two")).await;
+    let answer = a.try_preview(three.port().into(), Some("three")).await;
     assert_eq!(answer.status, 429);
     let err: calvin_agent::api::ApiError = serde_json::from_slice(&answer.body).expect("json");
     assert_eq!(

@@ -67,7 +67,8 @@ async fn past_the_wait_a_silent_port_gets_502_with_retry_after() {
     })
     .await;
     let agent = TestAgent::start(&edge, "alice").await;
-    let port = silent_port().await;
+    let silent = silent_port();
+    let port = silent.port();
     let url = agent.preview(port, None).await.url;
     let started = Instant::now();
     let out = curl(&edge.ca(), &[&url]).await;

@@ -148,7 +148,8 @@ async fn ending_the_control_stream_ends_the_connection_and_the_previews() {
         panic!("expected a welcome");
     };
     assert_eq!(welcome.account, "alice");
-    let port = Port::try_from(silent_port().await).expect("port");
+    let silent = silent_port();
+    let port = Port::try_from(silent.port()).expect("port");
     let open = AgentMessage::Open {
         id: 1,
         port,
@@ -188,10 +189,12 @@ async fn ending_the_control_stream_ends_the_connection_and_the_previews() {
 async fn a_reconnecting_agent_gets_its_names_back_and_not_anothers() {
     let edge = TestEdge::start().await;
     let bob = TestAgent::start(&edge, "bob").await;
-    bob.preview(silent_port().await, Some("bobs")).await;
+    let bobs = silent_port();
+    bob.preview(bobs.port(), Some("bobs")).await;
 
     let conn = dial(&edge).await;
-    let port = Port::try_from(silent_port().await).expect("port");
+    let silent = silent_port();
+    let port = Port::try_from(silent.port()).expect("port");
     let held = |name: &str| Preview {
         name: PreviewName::parse(name).expect("name"),
         port,
@@ -415,7 +418,8 @@ async fn share_links_are_made_only_for_the_agent_s_protected_previews_within_the
     let Some(EdgeMessage::Welcome(_)) = read_frame(&mut recv).await.expect("answer") else {
         panic!("expected a welcome");
     };
-    let port = Port::try_from(silent_port().await).expect("port");
+    let silent = silent_port();
+    let port = Port::try_from(silent.port()).expect("port");
     let name = |n: &str| PreviewName::parse(n).expect("name");
     let salt = calvin_proto::ShareSalt::try_from("a".repeat(22)).expect("salt");
     for (id, preview, protect) in [(1, "shut", Some(salt)), (2, "open", None)] {

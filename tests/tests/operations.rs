@@ -508,8 +508,8 @@ async fn the_agent_counts_its_connection_streams_bytes_and_refusals() {
 
     let origin = Origin::start().await;
     let served = preview_when_connected(&socket, origin.addr().port()).await;
-    let silent = silent_port().await;
-    let unserved = preview_when_connected(&socket, silent).await;
+    let silent = silent_port();
+    let unserved = preview_when_connected(&socket, silent.port()).await;
     let ca = state.join("ca.pem");
     let upload = vec![b'x'; 5000];
     for _ in 0..4 {

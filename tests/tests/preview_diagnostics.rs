@@ -144,7 +144,7 @@ async fn vite_refuses_the_preview_host_until_allowed_hosts_has_the_domain() {
     let edge = DomainEdge::start().await;
     let agent = edge.agent().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = silent_port().await;
+    let port = free_port();
     let port_arg = port.to_string();
     let vite = fixtures.join("node_modules/.bin/vite");
     let vite = vite.to_str().expect("utf-8 path");
@@ -207,7 +207,7 @@ async fn webpack_dev_server_refuses_the_host_until_allowed_hosts_has_the_domain(
     let edge = DomainEdge::start().await;
     let agent = edge.agent().await;
     let dir = tempfile::tempdir().expect("tempdir");
-    let port = silent_port().await;
+    let port = free_port();
     let port_arg = port.to_string();
     let webpack = fixtures.join("node_modules/.bin/webpack");
     let webpack = webpack.to_str().expect("utf-8 path");
@@ -300,7 +300,7 @@ impl Django {
         assert!(made.success());
         Django {
             dir: dir.to_owned(),
-            port: silent_port().await,
+            port: free_port(),
         }
     }
 
@@ -608,7 +608,7 @@ async fn a_port_speaking_tls_is_told() {
     let (cert, key) = self_signed();
     std::fs::write(dir.path().join("cert.pem"), cert).expect("cert");
     std::fs::write(dir.path().join("key.pem"), key).expect("key");
-    let port = silent_port().await;
+    let port = free_port();
     let accept = format!("127.0.0.1:{port}");
     let openssl = DevServer::start(
         "openssl",

@@ -314,7 +314,8 @@ async fn unknown_names_get_404_and_foreign_hosts_421() {
 async fn silent_port_says_so_then_serves_once_something_listens() {
     let edge = TestEdge::start().await;
     let agent = TestAgent::start(&edge, "alice").await;
-    let port = silent_port().await;
+    let silent = silent_port();
+    let port = silent.port();
     let created = agent.preview(port, None).await;
     assert!(!created.listening);
 
@@ -330,9 +331,7 @@ async fn silent_port_says_so_then_serves_once_something_listens() {
     assert_eq!(out.header("x-calvin-error"), Some("not-listening"));
 
     // A server starts on the port: the same URL serves, with no new preview.
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-        .await
-        .expect("rebind port");
+    let listener = silent.listen();
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {
@@ -370,7 +369,8 @@ async fn omitted_name_gives_the_ports_existing_name() {
     assert!(first.name.len() <= 63);
 
     // Another port gets another name.
-    let other = agent.preview(silent_port().await, None).await;
+    let silent = silent_port();
+    let other = agent.preview(silent.port(), None).await;
     assert_ne!(other.name, first.name);
 
     // A chosen name is used, case-folded, and both names serve the port.
@@ -393,7 +393,8 @@ async fn api_error(answer: calvin_agent::control_client::Answer) -> (u16, ApiErr
 async fn invalid_names_and_ports_are_refused_with_their_own_message() {
     let edge = TestEdge::start().await;
     let agent = TestAgent::start(&edge, "alice").await;
-    let port = silent_port().await;
+    let silent = silent_port();
+    let port = silent.port();
 
     let at_limit = "a".repeat(63);
     assert_eq!(agent.preview(port, Some(&at_limit)).await.name, at_limit);
@@ -566,7 +567,8 @@ async fn a_name_given_again_with_another_port_moves_there() {
     let edge = TestEdge::start().await;
     let agent = TestAgent::start(&edge, "alice").await;
     let first = Origin::start().await;
-    let created = agent.preview(silent_port().await, Some("moving")).await;
+    let silent = silent_port();
+    let created = agent.preview(silent.port(), Some("moving")).await;
     assert!(!created.listening);
     let moved = agent.preview(first.port, Some("moving")).await;
     assert_eq!(moved.url, created.url);
@@ -685,7 +687,8 @@ async fn each_request_is_routed_by_its_own_host() {
     let edge = TestEdge::start().await;
     let agent = TestAgent::start(&edge, "alice").await;
     let origin = Origin::start().await;
-    let port = silent_port().await;
+    let silent = silent_port();
+    let port = silent.port();
     agent.preview(origin.port, Some("live")).await;
     agent.preview(port, Some("quiet")).await;
     let live = format!("live.{DOMAIN}:{}", edge.https.port());
