@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use crate::fake_mattermost::{ChannelKind, FakeMattermost};
 use crate::fake_slack::{BOT_USER_ID, Conversation, SEARCHER_ID};
 use crate::gateway::{BOT_TOKEN, GatewayDaemon, GatewaySetup, OWNER};
-use crate::harness::free_port;
+use crate::ports::free_port;
 
 /// The Mattermost bot's token in tests.
 pub const MM_TOKEN: &str = "mm-calvin-test-token-0001";

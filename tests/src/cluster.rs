@@ -19,7 +19,8 @@ use rcgen::{
 };
 
 use crate::harness::{send_signal, token_for, write_secret};
-use crate::serve_edge::{ServeEdge, free_udp_tcp_port};
+use crate::ports::free_udp_tcp_port;
+use crate::serve_edge::ServeEdge;
 
 /// The preview domain of every edge of a test cluster; a visitor reaches
 /// an edge with `curl --resolve NAME.preview.test:PORT:127.0.0.N`.

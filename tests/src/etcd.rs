@@ -17,7 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
 use crate::harness::send_signal;
-use crate::serve_edge::free_udp_tcp_port;
+use crate::ports::free_udp_tcp_port;
 
 const ETCD: &str = "/usr/bin/etcd";
 /// The member's name, in `--initial-cluster`.

@@ -1,7 +1,7 @@
 //! Real edges and agents on port 0, through the same library code their
 //! binaries run, and real curl against them.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -502,48 +502,6 @@ where
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// A port on 127.0.0.1 where nothing listens, for as long as the test
-/// holds it: a socket is bound to the port and does not listen, so a
-/// connection is refused, and no listener of another test of the process
-/// (an edge, an origin) can be given the port meanwhile. A port bound and
-/// released at once could be (CI, stop 29: a preview of a "silent" port
-/// reached another test's edge, which answered "no preview named quiet").
-pub struct SilentPort {
-    socket: tokio::net::TcpSocket,
-    port: u16,
-}
-
-impl SilentPort {
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// The server a test starts on the port later: the held socket
-    /// listens, so the port is never free in between.
-    pub fn listen(self) -> tokio::net::TcpListener {
-        self.socket.listen(1024).expect("listen on the silent port")
-    }
-}
-
-pub fn silent_port() -> SilentPort {
-    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-    socket
-        .bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
-        .expect("bind");
-    let port = socket.local_addr().expect("addr").port();
-    SilentPort { socket, port }
-}
-
-/// A port on 127.0.0.1 for a server another process starts (bound, then
-/// released): nothing holds it until that server binds it, which fails
-/// loudly if another took it first.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 /// The path of a workspace binary, built by `cargo test --workspace`.

@@ -48,7 +48,7 @@ impl Pebble {
         let dir = tempfile::tempdir().expect("tempdir");
         write_listener_certificates(dir.path());
 
-        let [listen, management, http, tls] = free_ports().await;
+        let [listen, management, http, tls] = free_ports();
         let config = serde_json::json!({
             "pebble": {
                 "listenAddress": format!("127.0.0.1:{listen}"),
@@ -200,15 +200,7 @@ fn write_listener_certificates(dir: &std::path::Path) {
     write("key.pem", leaf_key.serialize_pem());
 }
 
-/// Four distinct free ports on 127.0.0.1 (bound together, then released).
-async fn free_ports() -> [u16; 4] {
-    let mut listeners = Vec::new();
-    for _ in 0..4 {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        listeners.push(listener);
-    }
-    let port = |i: usize| listeners[i].local_addr().expect("addr").port();
-    [port(0), port(1), port(2), port(3)]
+/// Four distinct free ports on 127.0.0.1.
+fn free_ports() -> [u16; 4] {
+    std::array::from_fn(|_| crate::ports::free_port())
 }

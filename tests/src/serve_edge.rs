@@ -1,7 +1,7 @@
 //! `calvin-edge serve --config FILE` as a process, with its log captured,
 //! and `dig` against its DNS listener.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -163,33 +163,6 @@ pub async fn served_serial(addr: SocketAddr, host: &str, root: &Path) -> String 
     calvin_edge::cert_store::CertInfo::of(leaf)
         .expect("leaf parses")
         .serial
-}
-
-/// A port free for both UDP and TCP on 127.0.0.1, for a server whose
-/// address another program must know before it starts (Pebble's
-/// `-dnsserver`). It lies below the kernel's ephemeral range, so no port-0
-/// bind of a parallel test can take it while the server restarts.
-pub fn free_udp_tcp_port() -> u16 {
-    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32768);
-    let low = ephemeral_low.saturating_sub(12_000).max(1024);
-    let span = u32::from(ephemeral_low - low);
-    let seed = std::process::id()
-        ^ std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-    for i in 0..span {
-        let port = low + ((seed.wrapping_add(i.wrapping_mul(7919))) % span) as u16;
-        let free = UdpSocket::bind(("127.0.0.1", port)).is_ok()
-            && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
-        if free {
-            return port;
-        }
-    }
-    panic!("no port free for both UDP and TCP below {ephemeral_low}");
 }
 
 /// Runs `dig @127.0.0.1 -p PORT ARGS` (two tries of two seconds) and

@@ -12,8 +12,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use calvin_edge::cert_store::CertInfo;
+use calvin_tests::free_udp_tcp_port;
 use calvin_tests::pebble::Pebble;
-use calvin_tests::serve_edge::{ServeEdge, free_udp_tcp_port, served_serial};
+use calvin_tests::serve_edge::{ServeEdge, served_serial};
 use calvin_tests::{
     Origin, Process, curl, eventually, preview_when_connected, tls_client_config, write_secret,
 };

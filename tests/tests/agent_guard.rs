@@ -118,14 +118,6 @@ async fn ask_waiting(
 /// with `reply`.
 async fn counting_server(bind: SocketAddr, reply: &'static [u8]) -> (u16, Arc<AtomicUsize>) {
     let listener = tokio::net::TcpListener::bind(bind).await.expect("bind");
-    counting_server_on(listener, reply)
-}
-
-/// [`counting_server`] on a listener the test has already.
-fn counting_server_on(
-    listener: tokio::net::TcpListener,
-    reply: &'static [u8],
-) -> (u16, Arc<AtomicUsize>) {
     let port = listener.local_addr().expect("addr").port();
     let accepted = Arc::new(AtomicUsize::new(0));
     let count = accepted.clone();
@@ -309,9 +301,10 @@ async fn the_agent_waits_for_a_restarting_server_as_long_as_asked() {
 
     // The server comes up 400 ms into a 10 s wait: accepted then.
     let started = std::time::Instant::now();
+    let bind: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
     let late = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(400)).await;
-        counting_server_on(silent.listen(), b"back\n")
+        counting_server(bind, b"back\n").await
     });
     let (answer, _send, mut recv) = ask_waiting(&conn, &created.name, port, Some(10_000)).await;
     let took = started.elapsed();

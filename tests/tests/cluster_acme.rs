@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use calvin_tests::cluster::{CLUSTER_ZONE, edge_host, free_peer_port};
+use calvin_tests::free_udp_tcp_port;
 use calvin_tests::pebble::Pebble;
-use calvin_tests::serve_edge::{ServeEdge, dig, free_udp_tcp_port, served_serial};
+use calvin_tests::serve_edge::{ServeEdge, dig, served_serial};
 use calvin_tests::{ClusterCerts, Etcd, cluster_toml, eventually, token_for, write_secret};
 
 const CHALLENGE: &str = "_acme-challenge.preview.test";

@@ -25,8 +25,10 @@ fn spawn_curl(
 async fn a_restarting_dev_server_is_waited_for() {
     let edge = TestEdge::start().await;
     let agent = TestAgent::start(&edge, "alice").await;
-    let origin = Origin::start().await;
-    let port = origin.port;
+    // The port stays the test's while no server listens on it.
+    let held = silent_port();
+    let port = held.port();
+    let origin = Origin::start_on(port).await;
     let url = agent.preview(port, None).await.url;
 
     // The server goes down (before any request, so no connection to it

@@ -55,14 +55,8 @@ impl DevFlags {
 /// and QUIC listeners share its number, as by default), and another free
 /// for TCP.
 fn free_ports() -> (SocketAddr, SocketAddr) {
-    let any = |l: std::net::TcpListener| l.local_addr().expect("addr");
-    loop {
-        let https = any(std::net::TcpListener::bind("127.0.0.1:0").expect("bind"));
-        if std::net::UdpSocket::bind(https).is_ok() {
-            let http = any(std::net::TcpListener::bind("127.0.0.1:0").expect("bind"));
-            return (https, http);
-        }
-    }
+    let loopback = |port| SocketAddr::from(([127, 0, 0, 1], port));
+    (loopback(free_udp_tcp_port()), loopback(free_port()))
 }
 
 /// One `calvin-agent share PORT --dev ...` in its terminal: what it

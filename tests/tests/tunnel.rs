@@ -331,7 +331,9 @@ async fn silent_port_says_so_then_serves_once_something_listens() {
     assert_eq!(out.header("x-calvin-error"), Some("not-listening"));
 
     // A server starts on the port: the same URL serves, with no new preview.
-    let listener = silent.listen();
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .expect("listen beside the held port");
     tokio::spawn(async move {
         loop {
             let Ok((stream, _)) = listener.accept().await else {

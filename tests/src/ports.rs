@@ -1,0 +1,88 @@
+//! Ports for the tests, which run in parallel in one process: a port a
+//! test means to be its own is never one the kernel may give another
+//! test's port-0 bind meanwhile. A port bound and released at once can be
+//! (CI, stop 29: a preview of a "silent" port reached another test's edge,
+//! which answered "no preview named quiet"; a `share --dev` test found
+//! the port it had just been given taken).
+//!
+//! - [`silent_port`]: a port where nothing listens, held by a bound socket
+//!   for as long as the test keeps it.
+//! - [`free_port`], [`free_udp_tcp_port`]: a port for a server another
+//!   process starts. They lie below the kernel's ephemeral range, so no
+//!   port-0 bind takes them, and this process hands each out once.
+
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A port on 127.0.0.1 where nothing listens, held for as long as the
+/// test keeps this: a socket is bound to the port and never listens, so a
+/// connection is refused, and the port is given to no other socket that
+/// asks for any port.
+///
+/// The socket has `SO_REUSEADDR`, as tokio's listeners do: a server of the
+/// test may listen on the port beside it (a dev server starting late, or
+/// restarting), and once that server stops the port is silent again, and
+/// still held.
+pub struct SilentPort {
+    _socket: tokio::net::TcpSocket,
+    port: u16,
+}
+
+impl SilentPort {
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+}
+
+pub fn silent_port() -> SilentPort {
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_reuseaddr(true).expect("SO_REUSEADDR");
+    socket
+        .bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+        .expect("bind");
+    let port = socket.local_addr().expect("addr").port();
+    SilentPort {
+        _socket: socket,
+        port,
+    }
+}
+
+/// A TCP port free on 127.0.0.1 now, for a server another process starts
+/// (a dev server, an edge, a gateway's callback listener).
+pub fn free_port() -> u16 {
+    below_ephemeral(false)
+}
+
+/// A port free for both UDP and TCP on 127.0.0.1, for a server whose
+/// address another program must know before it starts (Pebble's
+/// `-dnsserver`, an edge's HTTPS and QUIC on one number); no port-0 bind
+/// of a parallel test can take it while the server restarts.
+pub fn free_udp_tcp_port() -> u16 {
+    below_ephemeral(true)
+}
+
+/// The next port of this process's walk of the ports below the ephemeral
+/// range that is free now (for UDP too, with `udp`). The walk starts where
+/// the process id says and visits each port once (a step prime to the
+/// span), so a port is never handed out twice.
+fn below_ephemeral(udp: bool) -> u16 {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let low = ephemeral_low.saturating_sub(12_000).max(1024);
+    let span = u32::from(ephemeral_low - low);
+    let start = u64::from(std::process::id().wrapping_mul(2_654_435_761));
+    loop {
+        let i = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(i < span, "no port left below {ephemeral_low}");
+        let step = (start + u64::from(i) * 7919) % u64::from(span);
+        let port = low + step as u16;
+        let free = (!udp || UdpSocket::bind(("127.0.0.1", port)).is_ok())
+            && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+        if free {
+            return port;
+        }
+    }
+}
