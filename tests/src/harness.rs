@@ -77,24 +77,21 @@ impl TestEdge {
         .await
     }
 
-    /// An edge started again on the addresses `listen` of a stopped one,
-    /// once the old endpoint's UDP socket is free (under load it may close
-    /// a moment after the stop returns).
-    pub async fn start_again(
-        listen: (SocketAddr, SocketAddr, SocketAddr),
-        options: EdgeOptions,
-    ) -> TestEdge {
-        let quic = listen.2;
+    /// An edge started again with the options of a stopped one, which
+    /// name its addresses (from [`crate::edge_addresses`], so no other
+    /// test's edge takes them while it is down), once the old endpoint's
+    /// UDP socket is free (under load it may close a moment after the stop
+    /// returns).
+    pub async fn start_again(options: EdgeOptions) -> TestEdge {
+        let (.., quic) = options
+            .listen
+            .expect("an edge started again names its addresses");
         let free = eventually(Duration::from_secs(5), || async move {
             std::net::UdpSocket::bind(quic).ok().map(drop)
         })
         .await;
         assert!(free.is_some(), "the QUIC port {quic} stays taken");
-        TestEdge::start_with(EdgeOptions {
-            listen: Some(listen),
-            ..options
-        })
-        .await
+        TestEdge::start_with(options).await
     }
 
     pub async fn start_with(options: EdgeOptions) -> TestEdge {

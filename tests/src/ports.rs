@@ -8,8 +8,9 @@
 //! - [`silent_port`]: a port where nothing listens, held by a bound socket
 //!   for as long as the test keeps it.
 //! - [`free_port`], [`free_udp_tcp_port`]: a port for a server another
-//!   process starts. They lie below the kernel's ephemeral range, so no
-//!   port-0 bind takes them, and this process hands each out once.
+//!   process starts, or one a test stops and starts again
+//!   ([`edge_addresses`]). They lie below the kernel's ephemeral range, so
+//!   no port-0 bind takes them, and this process hands each out once.
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -59,6 +60,18 @@ pub fn free_port() -> u16 {
 /// of a parallel test can take it while the server restarts.
 pub fn free_udp_tcp_port() -> u16 {
     below_ephemeral(true)
+}
+
+/// HTTPS, plain HTTP and QUIC addresses on 127.0.0.1 for an edge a test
+/// stops and starts again: while it is down, no other test's edge can be
+/// given them (and an agent waiting to reconnect reach that edge instead).
+pub fn edge_addresses() -> (SocketAddr, SocketAddr, SocketAddr) {
+    let loopback = |port| SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    (
+        loopback(free_port()),
+        loopback(free_port()),
+        loopback(free_udp_tcp_port()),
+    )
 }
 
 /// The next port of this process's walk of the ports below the ephemeral

@@ -586,12 +586,13 @@ async fn the_cli_protects_rotates_lists_and_turns_it_off() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_issued_link_still_works_after_the_edge_restarts() {
     let state = tempfile::tempdir().expect("tempdir");
+    let listen = edge_addresses();
     let options = || EdgeOptions {
         state_dir: Some(state.path().join("edge")),
+        listen: Some(listen),
         ..Default::default()
     };
     let edge = TestEdge::start_with(options()).await;
-    let listen = (edge.https, edge.http, edge.quic);
     let agent = TestAgent::start(&edge, "alice").await;
     let origin = Origin::start().await;
     let created = protected(&agent, origin.port, "lasting").await;
@@ -603,7 +604,7 @@ async fn an_issued_link_still_works_after_the_edge_restarts() {
     assert_eq!(curl(&edge.ca(), &[&link]).await.status, 200);
     edge.stop().await;
 
-    let edge = TestEdge::start_again(listen, options()).await;
+    let edge = TestEdge::start_again(options()).await;
     let ca = edge.ca();
     // The first request waits for the agent to be back (with its salt).
     let out = curl(&ca, &["--max-time", "15", &link]).await;

@@ -13,12 +13,13 @@ async fn serves(ca: &std::path::Path, url: &str) -> Option<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn graceful_edge_restart_same_url_serves_again_within_15_s() {
     let state = tempfile::tempdir().expect("tempdir");
+    let listen = edge_addresses();
     let options = || EdgeOptions {
         state_dir: Some(state.path().join("edge")),
+        listen: Some(listen),
         ..Default::default()
     };
     let edge = TestEdge::start_with(options()).await;
-    let listen = (edge.https, edge.http, edge.quic);
     let agent = TestAgent::start(&edge, "alice").await;
     let origin = Origin::start().await;
     let created = agent.preview(origin.port, None).await;
@@ -34,7 +35,7 @@ async fn graceful_edge_restart_same_url_serves_again_within_15_s() {
     assert_eq!(down.status, 0, "nothing answers while the edge is down");
 
     let started = Instant::now();
-    let edge = TestEdge::start_again(listen, options()).await;
+    let edge = TestEdge::start_again(options()).await;
     let ca = edge.ca();
     // The first request waits for the agent to be back, rather than
     // answering "no preview named ..." before it is.
