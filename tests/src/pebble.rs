@@ -48,7 +48,8 @@ impl Pebble {
         let dir = tempfile::tempdir().expect("tempdir");
         write_listener_certificates(dir.path());
 
-        let [listen, management, http, tls] = free_ports();
+        let [listen, management, http, tls]: [u16; 4] =
+            std::array::from_fn(|_| crate::ports::free_port());
         let config = serde_json::json!({
             "pebble": {
                 "listenAddress": format!("127.0.0.1:{listen}"),
@@ -198,9 +199,4 @@ fn write_listener_certificates(dir: &std::path::Path) {
     write("ca.pem", ca_cert.pem());
     write("cert.pem", leaf_cert.pem());
     write("key.pem", leaf_key.serialize_pem());
-}
-
-/// Four distinct free ports on 127.0.0.1.
-fn free_ports() -> [u16; 4] {
-    std::array::from_fn(|_| crate::ports::free_port())
 }

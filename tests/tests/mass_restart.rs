@@ -14,7 +14,7 @@ use calvin_agent::{Agent, EdgeAddress, LinkState};
 use calvin_proto::{Port, PreviewName};
 use calvin_tests::netns::Netns;
 use calvin_tests::serve_edge::ServeEdge;
-use calvin_tests::{Origin, free_port, token_for, write_secret};
+use calvin_tests::{Origin, free_port, free_udp_tcp_port, token_for, write_secret};
 use http_body_util::{BodyExt, Empty};
 use tokio::sync::{Mutex, Semaphore};
 
@@ -93,7 +93,7 @@ async fn a_killed_edge_with_1000_agents_has_every_name_back_within_30_s() {
     else {
         return;
     };
-    let quic = SocketAddr::from((link.host_ip, free_port()));
+    let quic = SocketAddr::from((link.host_ip, free_udp_tcp_port()));
     let http = free_port();
     let config_path = dir.path().join("edge.toml");
     write_secret(&config_path, &config(dir.path(), http, quic, &cert, &key));
