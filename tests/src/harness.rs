@@ -58,6 +58,7 @@ pub struct TestEdge {
     pub url_template: String,
     pub state_dir: PathBuf,
     pub domain: &'static str,
+    metrics: std::sync::Arc<calvin_edge::metrics::Metrics>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
     _dir: Option<tempfile::TempDir>,
@@ -132,6 +133,7 @@ impl TestEdge {
         };
         let edge = Edge::bind(settings).await.expect("edge binds");
         let bound = edge.bound().clone();
+        let metrics = edge.metrics();
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(edge.run(async {
             let _ = stopped.await;
@@ -143,6 +145,7 @@ impl TestEdge {
             url_template: bound.url_template,
             state_dir,
             domain,
+            metrics,
             stop: Some(stop),
             task: Some(task),
             _dir: dir,
@@ -161,6 +164,20 @@ impl TestEdge {
     /// The plain-HTTP URL of a preview name.
     pub fn http_url(&self, name: &str) -> String {
         format!("http://{name}.{}:{}", self.domain, self.http.port())
+    }
+
+    /// The value of each series the edge's `/metrics` would serve now.
+    pub fn metrics(&self) -> std::collections::BTreeMap<String, f64> {
+        metric_values(&self.metrics.encode())
+    }
+
+    /// Waits (up to 10 s) until the edge counts `n` agents connected: an
+    /// agent's stop returns once it has closed its connection, which the
+    /// edge may see a moment later (and forward a request to it meanwhile).
+    pub async fn wait_agents_connected(&self, n: u64) {
+        let connected = || self.metrics().get("calvin_edge_agents_connected").copied();
+        let reached = wait_until(Duration::from_secs(10), || connected() == Some(n as f64)).await;
+        assert!(reached, "{:?} agents connected, not {n}", connected());
     }
 
     /// Graceful shutdown; returns when the edge has stopped.
@@ -771,6 +788,19 @@ impl DevPreview {
             state,
         }
     }
+}
+
+/// The value of each series (name and labels, as the exposition writes
+/// them) of a `/metrics` text.
+pub fn metric_values(exposition: &str) -> std::collections::BTreeMap<String, f64> {
+    exposition
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            Some((series.to_owned(), value.parse().ok()?))
+        })
+        .collect()
 }
 
 /// Polls `done` every 100 ms until it holds or `limit` passes.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncBufReadExt;
 
-use crate::harness::{binary, curl, health_of, send_signal, tls_client_config};
+use crate::harness::{binary, curl, health_of, metric_values, send_signal, tls_client_config};
 
 /// A running `calvin-edge serve`; the addresses are those it printed.
 pub struct ServeEdge {
@@ -133,13 +133,7 @@ impl ServeEdge {
     pub async fn metrics(&self) -> std::collections::BTreeMap<String, f64> {
         let (status, text) = self.admin("/metrics").await;
         assert_eq!(status, 200, "{text}");
-        text.lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| {
-                let (series, value) = l.rsplit_once(' ')?;
-                Some((series.to_owned(), value.parse().ok()?))
-            })
-            .collect()
+        metric_values(&text)
     }
 
     /// `GET /healthz` on the plain HTTP listener: (status, JSON body).

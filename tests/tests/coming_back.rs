@@ -96,6 +96,7 @@ async fn a_reconnecting_agent_is_waited_for_and_past_the_wait_is_502() {
     let name = agent.preview(origin.port, Some("back")).await.name;
     let url = edge.url(&name);
     agent.stop().await;
+    edge.wait_agents_connected(0).await;
 
     // Back within the wait: served.
     let waiting = spawn_curl(edge.ca(), vec![format!("{url}/hello")]);
@@ -114,6 +115,7 @@ async fn a_reconnecting_agent_is_waited_for_and_past_the_wait_is_502() {
 
     // Not back: 502 once the wait is over.
     agent.stop().await;
+    edge.wait_agents_connected(0).await;
     let started = Instant::now();
     let out = curl(&edge.ca(), &[&format!("{url}/hello")]).await;
     let took = started.elapsed();
