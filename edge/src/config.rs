@@ -495,7 +495,6 @@ impl ConfigFile {
         }
         state_files::create_private_dir(&self.state_dir)?;
         let reset_path = self.state_dir.join("reset.key");
-        let restarted = reset_path.exists();
         let reset_hex = state_files::load_or_make_secret(&reset_path)?;
         let domain = self.domain.trim_end_matches('.').to_ascii_lowercase();
         let certificates = match (self.tls, self.acme) {
@@ -555,7 +554,7 @@ impl ConfigFile {
             share_key: state_files::load_or_make_key(
                 &self.state_dir.join(crate::share::SHARE_KEY_FILE),
             )?,
-            restarted,
+            live_names: Some(self.state_dir.join(crate::live_names::FILE)),
         })
     }
 }

@@ -176,7 +176,7 @@ impl DevArgs {
             },
             reset_key: state.reset_key,
             share_key: state.share_key,
-            restarted: !state.new_ca,
+            live_names: Some(state.dir.join(crate::live_names::FILE)),
             cluster: None,
         }
     }

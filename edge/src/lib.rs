@@ -33,6 +33,7 @@ pub mod health;
 pub mod host;
 mod http3;
 mod http_server;
+pub mod live_names;
 pub mod metrics;
 pub mod proxy;
 mod quic_ids;
@@ -103,6 +104,8 @@ pub struct Edge {
     grace: Duration,
     admin: Arc<Admin>,
     admin_listener: Option<TcpListener>,
+    /// Where the names served are kept ([`live_names`]).
+    live_names: Option<std::path::PathBuf>,
     #[cfg(feature = "cluster")]
     cluster: Option<ClusterParts>,
 }
@@ -136,6 +139,13 @@ impl Edge {
             Duration::from_secs(limits.name_lease_secs),
             limits.max_previews_per_account,
         ));
+        if let Some(path) = &settings.live_names {
+            live_names::expect_back(
+                &routes,
+                path,
+                Duration::from_secs(limits.reconnect_wait_secs),
+            );
+        }
         let counts = metrics::Counts::default();
         let certificates = match &settings.certificates {
             Certificates::Fixed(material) => {
@@ -348,11 +358,6 @@ impl Edge {
             },
             counts,
         );
-        let proxy = if settings.restarted {
-            proxy.restarted()
-        } else {
-            proxy
-        };
         let http3 = settings.listen.http3;
         let proxy = Arc::new(match (http3.advertise, https_addr) {
             (true, Some(_)) => proxy.advertising_http3(http3.port.unwrap_or(bound.quic.port())),
@@ -388,6 +393,7 @@ impl Edge {
                 serving: Arc::new(AtomicBool::new(false)),
             }),
             admin_listener: None,
+            live_names: settings.live_names,
             #[cfg(feature = "cluster")]
             cluster,
         })
@@ -528,6 +534,14 @@ impl Edge {
                 }
             }
         });
+        // The names served, kept for the next start until the agents'
+        // connections are closed (their names then read offline, and are
+        // expected back).
+        let (names_stop_tx, names_stop) = watch::channel(false);
+        let names_kept = self
+            .live_names
+            .clone()
+            .map(|path| tokio::spawn(live_names::keep(self.routes.clone(), path, names_stop)));
         let keeper = tokio::spawn(self.certificates.keep(
             self.domain.clone(),
             self.certs.clone(),
@@ -583,6 +597,10 @@ impl Edge {
             );
         }
         let _ = tokio::time::timeout(Duration::from_secs(1), self.endpoint.wait_idle()).await;
+        let _ = names_stop_tx.send(true);
+        if let Some(kept) = names_kept {
+            let _ = kept.await;
+        }
         if let Some(admin) = admin {
             admin.abort();
         }

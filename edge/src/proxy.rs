@@ -106,9 +106,6 @@ pub struct Proxy {
     rates: Arc<Rates>,
     waits: Waits,
     own: OwnAnswers,
-    /// Until when a name the table does not know may be an agent's that is
-    /// still reconnecting, after a restart.
-    agents_returning_until: Option<tokio::time::Instant>,
     /// Set when a stop's grace period is over, just before the edge closes
     /// every agent's connection: requests cut then are answered as the
     /// edge stopping, not as their agent gone.
@@ -159,7 +156,6 @@ impl Proxy {
             rates,
             waits,
             own,
-            agents_returning_until: None,
             closing_agents: AtomicBool::new(false),
             counts,
             access_log: AtomicBool::new(true),
@@ -171,16 +167,6 @@ impl Proxy {
     /// Advertises HTTP/3 on `port` in every HTTPS response over TCP.
     pub(crate) fn advertising_http3(mut self, port: u16) -> Self {
         self.alt_svc = Some(crate::http3::alt_svc(port));
-        self
-    }
-
-    /// Marks the edge as restarted: its agents may be coming back (see
-    /// [`Self::first_claimed`]). Each learns that its connection is gone
-    /// at its next packet (a stateless reset), or at the latest at its idle
-    /// timeout, and reconnects.
-    pub(crate) fn restarted(mut self) -> Self {
-        let window = calvin_proto::IDLE_TIMEOUT + self.waits.reconnect;
-        self.agents_returning_until = Some(tokio::time::Instant::now() + window);
         self
     }
 
@@ -303,12 +289,13 @@ impl Proxy {
         }
     }
 
-    /// Waits (in the first seconds of a restarted edge) for a name the
-    /// table does not know to be claimed:
-    /// after a restart the agents come back over those seconds, and their
-    /// names would meanwhile answer "no such preview" (a 404 a link preview
-    /// may keep). Its upstream once claimed and online, `None` past the
-    /// wait.
+    /// Waits (in the first seconds of a restarted edge) for a name that
+    /// was served before the restart to be claimed again: the agents come
+    /// back over those seconds (each learns that its connection is gone
+    /// at its next packet, a stateless reset, or at the latest at its idle
+    /// timeout), and their names would meanwhile answer "no such preview"
+    /// (a 404 a link preview may keep). Its upstream once claimed and
+    /// online, `None` past the wait or once it is known not to come.
     async fn first_claimed(
         &self,
         name: &PreviewName,
@@ -318,9 +305,12 @@ impl Proxy {
         // may take to learn that its connection is gone (its next
         // keep-alive draws the new edge's stateless reset), within the
         // window.
-        let deadline = self
-            .agents_returning_until?
-            .min(arrived + self.waits.reconnect + calvin_proto::KEEP_ALIVE_INTERVAL);
+        let window = self
+            .routes
+            .coming_back_until()
+            .map(tokio::time::Instant::from_std);
+        let deadline = (arrived + self.waits.reconnect + calvin_proto::KEEP_ALIVE_INTERVAL)
+            .min(window.unwrap_or(arrived));
         loop {
             let woken = self.routes.added().notified();
             tokio::pin!(woken);
@@ -330,8 +320,9 @@ impl Proxy {
                 Lookup::Live(_) | Lookup::Offline => {
                     return Box::pin(self.back_online(name, arrived, None)).await;
                 }
-                Lookup::Unknown => {}
-                Lookup::Ended => return None,
+                Lookup::Unknown if self.routes.is_coming_back(name) => {}
+                // Claimed and taken down since the restart: not coming.
+                Lookup::Unknown | Lookup::Ended => return None,
             }
             if tokio::time::timeout_at(deadline, woken).await.is_err() {
                 return None;
@@ -541,22 +532,26 @@ impl Proxy {
                 }
                 None => return Err(EdgeError::AgentOffline(name)),
             },
+            // A name served before the edge restarted, whose agent is not
+            // back yet (or, found unknown an instant before, is back now).
             Lookup::Unknown
-                if self
-                    .agents_returning_until
-                    .is_some_and(|until| arrived < until) =>
+                if self.routes.is_coming_back(&name) || self.routes.changed(&name).is_some() =>
             {
                 match Box::pin(self.first_claimed(&name, arrived)).await {
                     Some(upstream) => upstream,
                     // Its agent may still be on its way: not a 404 (which
                     // a link preview may keep), a 503 to retry.
-                    None if self
-                        .agents_returning_until
-                        .is_some_and(|until| tokio::time::Instant::now() < until) =>
-                    {
+                    None if self.routes.is_coming_back(&name) => {
                         return Err(EdgeError::NotBackYet(name));
                     }
-                    None => return Err(EdgeError::UnknownName(name)),
+                    None if self.closing_agents.load(Ordering::Acquire) => {
+                        return Err(EdgeError::Stopping);
+                    }
+                    None => match self.routes.lookup(&name) {
+                        Lookup::Offline => return Err(EdgeError::AgentOffline(name)),
+                        Lookup::Ended => return Err(EdgeError::Ended(name)),
+                        _ => return Err(EdgeError::UnknownName(name)),
+                    },
                 }
             }
             Lookup::Unknown => return Err(EdgeError::UnknownName(name)),

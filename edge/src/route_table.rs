@@ -12,6 +12,13 @@
 //! Each name has a [`Notify`] that every change of its entry wakes (a claim,
 //! an end, the lease running out), so a request waiting for an offline
 //! name's agent to come back wakes the moment it does instead of polling.
+//!
+//! After a restart, the names the edge served before (its state folder
+//! keeps them: [`crate::live_names`]) are *coming back* for a while: the
+//! table has no entry for them yet, but their agents are reconnecting, so
+//! a request for one waits and then hears "retry shortly" rather than "no
+//! such preview". Any name the table then binds or holds is no longer
+//! coming back: from then on the table itself is the answer.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,6 +53,16 @@ pub struct RouteTable<T> {
     /// are some.
     ends: DashMap<PreviewName, Instant>,
     ending: std::sync::atomic::AtomicUsize,
+    /// Names served before this start whose agents are not back yet, and
+    /// until when they may be (see [`Self::expect_back`]); `coming_back`
+    /// counts them, so a lookup of an unknown name reads the set only
+    /// when there are some.
+    returning: DashMap<PreviewName, ()>,
+    returning_until: std::sync::OnceLock<Instant>,
+    coming_back: std::sync::atomic::AtomicUsize,
+    /// Woken (one permit kept) by every change of which names are served
+    /// or held offline: what keeps [`crate::live_names`]' file current.
+    served_changed: Notify,
 }
 
 enum Entry<T> {
@@ -115,7 +132,70 @@ impl<T: Clone> RouteTable<T> {
             added: Notify::new(),
             ends: DashMap::new(),
             ending: std::sync::atomic::AtomicUsize::new(0),
+            returning: DashMap::new(),
+            returning_until: std::sync::OnceLock::new(),
+            coming_back: std::sync::atomic::AtomicUsize::new(0),
+            served_changed: Notify::new(),
         }
+    }
+
+    /// `names` were served before this edge started (an edge that
+    /// restarted): until `until`, each one the table has no entry for is
+    /// [coming back](Self::is_coming_back). Called once, before serving;
+    /// later calls are ignored.
+    pub fn expect_back(&self, names: impl IntoIterator<Item = PreviewName>, until: Instant) {
+        if self.returning_until.set(until).is_err() {
+            return;
+        }
+        for name in names {
+            if !self.entries.contains_key(&name) && self.returning.insert(name, ()).is_none() {
+                self.coming_back.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Whether `name` was served before this edge started, its agent is
+    /// not back yet (the table has had no entry for it since), and the
+    /// time its agent has to come back is not over.
+    pub fn is_coming_back(&self, name: &PreviewName) -> bool {
+        self.coming_back.load(Ordering::Relaxed) > 0
+            && self
+                .returning_until
+                .get()
+                .is_some_and(|until| Instant::now() < *until)
+            && self.returning.contains_key(name)
+    }
+
+    /// Until when the names served before this start may come back.
+    pub fn coming_back_until(&self) -> Option<Instant> {
+        self.returning_until.get().copied()
+    }
+
+    /// `name` has an entry now: it is no longer coming back.
+    fn arrived(&self, name: &PreviewName) {
+        if self.coming_back.load(Ordering::Relaxed) > 0 && self.returning.remove(name).is_some() {
+            self.coming_back.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// What wakes when the names served (or held offline) may have
+    /// changed; a change while nobody waits is kept for the next wait.
+    pub fn served_changed(&self) -> &Notify {
+        &self.served_changed
+    }
+
+    /// The names served now, or held offline within their lease (their
+    /// agent may come back): those an edge that restarts expects back.
+    pub fn served_names(&self) -> Vec<PreviewName> {
+        let now = Instant::now();
+        self.entries
+            .iter()
+            .filter(|e| match e.value() {
+                Entry::Live { .. } => true,
+                Entry::Held { offline, until, .. } => *offline && *until > now,
+            })
+            .map(|e| e.key().clone())
+            .collect()
     }
 
     /// `name` ends at `at` (made with a time to live), or never (`None`):
@@ -226,6 +306,7 @@ impl<T: Clone> RouteTable<T> {
     /// whose edge is gone or not reached yet.
     pub fn hold(&self, name: PreviewName, account: &AccountId, offline: bool) {
         let until = Instant::now() + self.lease;
+        self.arrived(&name);
         let changed = match self.entries.entry(name) {
             MapEntry::Occupied(o) if matches!(o.get(), Entry::Live { .. }) => return,
             MapEntry::Occupied(mut o) => {
@@ -251,6 +332,7 @@ impl<T: Clone> RouteTable<T> {
             }
         };
         changed.notify_waiters();
+        self.served_changed.notify_one();
     }
 
     /// Whether an agent of this edge or another serves `name` now.
@@ -272,6 +354,7 @@ impl<T: Clone> RouteTable<T> {
             None => self.vacant_random_name()?,
         };
         let name = entry.key().clone();
+        self.arrived(&name);
         // The account whose live count this binding replaces.
         let replaced = match &entry {
             MapEntry::Vacant(_) => None,
@@ -323,6 +406,7 @@ impl<T: Clone> RouteTable<T> {
         if added {
             self.added.notify_waiters();
         }
+        self.served_changed.notify_one();
         Ok((name, id))
     }
 
@@ -415,6 +499,7 @@ impl<T: Clone> RouteTable<T> {
         drop(entry);
         self.uncount_live(&account);
         changed.notify_waiters();
+        self.served_changed.notify_one();
         true
     }
 
@@ -423,6 +508,7 @@ impl<T: Clone> RouteTable<T> {
     pub fn sweep(&self, mut on_live: impl FnMut(&T)) {
         let now = Instant::now();
         let mut ended = Vec::new();
+        let mut forgot = false;
         self.entries.retain(|name, entry| match entry {
             Entry::Live {
                 account, changed, ..
@@ -445,12 +531,26 @@ impl<T: Clone> RouteTable<T> {
             }
             Entry::Held { until, .. } if *until > now => true,
             Entry::Held { changed, .. } => {
+                forgot = true;
                 changed.notify_waiters();
                 false
             }
         });
+        if forgot || !ended.is_empty() {
+            self.served_changed.notify_one();
+        }
         for account in ended {
             self.uncount_live(&account);
+        }
+        if self.coming_back.load(Ordering::Relaxed) > 0
+            && self
+                .returning_until
+                .get()
+                .is_some_and(|until| now >= *until)
+        {
+            // The window is over: nothing is coming back any more.
+            self.returning.clear();
+            self.coming_back.store(0, Ordering::Relaxed);
         }
         if self.ending.load(Ordering::Relaxed) > 0 {
             // Ends of names the table no longer has go; never with a lock
@@ -637,6 +737,56 @@ mod tests {
         assert!(matches!(t.lookup(&n), Lookup::Unknown));
         t.claim(Some(n.clone()), &bob, |_, _| 2).unwrap();
         assert!(matches!(t.lookup(&n), Lookup::Live(2)));
+    }
+
+    #[test]
+    fn names_served_before_a_restart_come_back_until_claimed_or_the_window_ends() {
+        let t = table(DAY);
+        let alice = AccountId::new("alice");
+        let (web, api, docs) = (name("web"), name("api"), name("docs"));
+        t.expect_back(
+            [web.clone(), api.clone(), docs.clone()],
+            Instant::now() + DAY,
+        );
+        // Only the names served before are expected; another is unknown.
+        assert!(t.is_coming_back(&web) && t.is_coming_back(&api));
+        assert!(!t.is_coming_back(&name("typo")));
+        // Back, then taken down: the table answers from then on.
+        let (_, id) = t.claim(Some(web.clone()), &alice, |_, _| 1).unwrap();
+        assert!(!t.is_coming_back(&web));
+        assert!(t.release(&web, id));
+        assert!(matches!(t.lookup(&web), Lookup::Unknown));
+        assert!(!t.is_coming_back(&web));
+        // Held by the cluster's store: not coming back either.
+        t.hold(api.clone(), &alice, false);
+        assert!(!t.is_coming_back(&api));
+        // A second call does not open another window.
+        t.expect_back([name("late")], Instant::now() + DAY);
+        assert!(!t.is_coming_back(&name("late")));
+        assert!(t.is_coming_back(&docs));
+
+        // Past the window nothing is coming back, and the sweep forgets.
+        let short = table(DAY);
+        short.expect_back([docs.clone()], Instant::now() + Duration::from_millis(30));
+        assert!(short.is_coming_back(&docs));
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(!short.is_coming_back(&docs));
+        short.sweep(|_| {});
+        assert_eq!(short.coming_back.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn served_names_are_the_live_and_the_offline() {
+        let t = table(DAY);
+        let alice = AccountId::new("alice");
+        let (_, web) = t.claim(Some(name("web")), &alice, |_, _| 1).unwrap();
+        let (_, api) = t.claim(Some(name("api")), &alice, |_, _| 2).unwrap();
+        t.claim(Some(name("docs")), &alice, |_, _| 3).unwrap();
+        t.disconnect(&name("web"), web);
+        t.release(&name("api"), api);
+        let mut served = t.served_names();
+        served.sort();
+        assert_eq!(served, vec![name("docs"), name("web")]);
     }
 
     #[test]

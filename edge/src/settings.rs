@@ -36,10 +36,12 @@ pub struct Settings {
     /// [`crate::share`]); kept across restarts, so links stay valid. In a
     /// cluster, the cluster's key (in etcd) is used instead.
     pub share_key: [u8; 32],
-    /// Whether an edge ran on this state before: its agents may be
-    /// reconnecting, and for `reconnect_wait_secs` a request for a name not
-    /// claimed yet waits for it rather than answering "no such preview".
-    pub restarted: bool,
+    /// Where the edge keeps the names it serves (see [`crate::live_names`]):
+    /// started again, it expects those back, and for a while a request
+    /// for one not claimed yet waits for it, then hears "retry shortly",
+    /// rather than "no such preview". `None`: nothing kept, nothing
+    /// expected.
+    pub live_names: Option<PathBuf>,
     /// Several edges acting as one; `None`: this edge alone.
     pub cluster: Option<crate::cluster::ClusterSettings>,
 }

@@ -128,7 +128,7 @@ impl TestEdge {
             limits: options.limits,
             reset_key: state.reset_key,
             share_key: state.share_key,
-            restarted: !state.new_ca,
+            live_names: Some(state_dir.join(calvin_edge::live_names::FILE)),
             cluster: None,
         };
         let edge = Edge::bind(settings).await.expect("edge binds");

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use calvin_tests::h3::{h3_url, h3client_at};
 use calvin_tests::*;
 
 async fn serves(ca: &std::path::Path, url: &str) -> Option<()> {
@@ -117,4 +118,146 @@ async fn killed_edge_binary_restarts_and_the_agent_binary_reconnects_within_15_s
         .expect("status");
     assert!(status.success());
     assert!(!socket.exists(), "the agent removes its socket on exit");
+}
+
+/// Every front's answer for `name` on `edge`, asked at once: HTTPS over
+/// HTTP/1.1 and HTTP/2, HTTP/3, plain HTTP; as (front, status, the edge's
+/// error code).
+async fn every_front(edge: &TestEdge, name: &str) -> Vec<(&'static str, u16, String)> {
+    let http = format!("{}/hello", edge.http_url(name));
+    let https = format!("{}/hello", edge.url(name));
+    let h3 = h3_url(edge, name, "/hello");
+    every_front_at(&edge.ca(), &https, &http, &h3, edge.quic).await
+}
+
+/// [`every_front`] for the URLs of any edge: its HTTPS and plain HTTP
+/// URLs, and its HTTP/3 URL, served at `quic`.
+async fn every_front_at(
+    ca: &std::path::Path,
+    https: &str,
+    http: &str,
+    h3: &str,
+    quic: std::net::SocketAddr,
+) -> Vec<(&'static str, u16, String)> {
+    let code = |out: &CurlOutput| out.header("x-calvin-error").unwrap_or_default().to_owned();
+    let (h1_args, h2_args) = (
+        ["--http1.1", "--max-time", "20", https],
+        ["--http2", "--max-time", "20", https],
+    );
+    let plain_args = ["--max-time", "20", http];
+    let (h1, h2, plain, h3) = tokio::join!(
+        curl(ca, &h1_args),
+        curl(ca, &h2_args),
+        curl(ca, &plain_args),
+        h3client_at(quic, ca, h3, &[]),
+    );
+    vec![
+        ("h1", h1.status, code(&h1)),
+        ("h2", h2.status, code(&h2)),
+        ("plain http", plain.status, code(&plain)),
+        (
+            "h3",
+            u16::try_from(h3.status()).unwrap_or_default(),
+            h3.header("x-calvin-error").unwrap_or_default(),
+        ),
+    ]
+}
+
+fn all_answer(answers: &[(&str, u16, String)], status: u16, code: &str) {
+    for (front, got, got_code) in answers {
+        assert_eq!(
+            (*got, got_code.as_str()),
+            (status, code),
+            "{front}: {answers:?}"
+        );
+    }
+}
+
+/// A new edge has served nothing before: a mistyped name is "no such
+/// preview" from its first second, on every front, never "the edge
+/// restarted moments ago" (`calvin-edge dev` on a new state folder, as a
+/// new user starts it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_edge_answers_an_unknown_name_404_at_once_on_every_front() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let edge_dir = state.path().join("edge");
+    let any = "127.0.0.1:0";
+    let edge = EdgeProcess::start(&edge_dir, any, any, any).await;
+    let started = Instant::now();
+    let https = format!("{}/", edge.url_template.replace("{name}", "nosuchname"));
+    let http = format!("http://nosuchname.{DOMAIN}:{}/", edge.http.port());
+    let h3 = format!("https://nosuchname.{DOMAIN}:{}/", edge.quic.port());
+    let answers = every_front_at(&edge_dir.join("ca.pem"), &https, &http, &h3, edge.quic).await;
+    all_answer(&answers, 404, "unknown-preview");
+    eprintln!("answered {answers:?} within {:?}", started.elapsed());
+}
+
+/// The names an edge served are expected back after it restarts, and only
+/// those: one whose agent is still away hears "retry shortly" (503), a
+/// name it never served "no such preview" (404) at once, and a name whose
+/// agent came back and took it down since is 404 at once too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_only_the_names_served_before_and_not_back_get_503() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let listen = edge_addresses();
+    let options = || EdgeOptions {
+        state_dir: Some(state.path().join("edge")),
+        listen: Some(listen),
+        // A short wait for agents: the 503 comes after it.
+        limits: calvin_edge::Limits {
+            reconnect_wait_secs: 1,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let edge = TestEdge::start_with(options()).await;
+    let origin = Origin::start().await;
+    let stays = TestAgent::start(&edge, "alice").await;
+    stays.preview(origin.port, Some("demo")).await;
+    let leaves = TestAgent::start(&edge, "bob").await;
+    leaves.preview(origin.port, Some("away")).await;
+    assert!(
+        serves(&edge.ca(), &format!("{}/hello", edge.url("away")))
+            .await
+            .is_some()
+    );
+
+    edge.stop().await;
+    // bob's agent does not come back.
+    leaves.stop().await;
+    let edge = TestEdge::start_again(options()).await;
+    let restarted = Instant::now();
+    // At once, before any agent is back: the name served before waits for
+    // its agent, then hears "retry shortly"; a name never served is
+    // unknown.
+    let (away, typo) = tokio::join!(every_front(&edge, "away"), every_front(&edge, "typo"));
+    all_answer(&away, 503, "not-back-yet");
+    all_answer(&typo, 404, "unknown-preview");
+    eprintln!(
+        "away {away:?}, typo {typo:?}, {:?} after the restart",
+        restarted.elapsed()
+    );
+
+    // alice's agent comes back with demo (at its next keep-alive); she
+    // then takes it down: unknown at once, on every front.
+    let demo = format!("{}/hello", edge.url("demo"));
+    let mut statuses = Vec::new();
+    while restarted.elapsed() < Duration::from_secs(15) {
+        let out = curl(&edge.ca(), &["--max-time", "10", &demo]).await;
+        statuses.push(out.status);
+        if out.status == 200 {
+            break;
+        }
+    }
+    assert_eq!(
+        statuses.last(),
+        Some(&200),
+        "demo is served again: {statuses:?}"
+    );
+    stays
+        .client()
+        .unpreview("demo")
+        .await
+        .expect("control API answers");
+    all_answer(&every_front(&edge, "demo").await, 404, "unknown-preview");
 }
