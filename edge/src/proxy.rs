@@ -580,6 +580,12 @@ impl Proxy {
         let switching = response.status() == StatusCode::SWITCHING_PROTOCOLS;
         let accepted_upgrade = response.headers().get(header::UPGRADE).cloned();
         strip_hop_by_hop(response.headers_mut());
+        if response.status() == StatusCode::NO_CONTENT {
+            // A 204 has no content, whatever its origin's length says
+            // (RFC 9110 8.6): passed on over HTTP/2, a length with an
+            // empty stream is a protocol error to the visitor.
+            response.headers_mut().remove(header::CONTENT_LENGTH);
+        }
         if switching {
             let (Some(upgrade), Some(protocol)) = (upgrade, accepted_upgrade) else {
                 return Err(EdgeError::BadGateway(

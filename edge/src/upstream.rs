@@ -361,6 +361,16 @@ struct Pooled {
     task: AbortHandle,
 }
 
+impl Pooled {
+    /// Whether the response checker let the connection go on: not after
+    /// bytes no request asked for (an origin that wrote a body after a
+    /// 204, a 304 or a HEAD's answer, or past its length), which would
+    /// otherwise be read as the next request's answer.
+    fn usable(&self) -> bool {
+        self.expect.load(Ordering::Acquire) != Expect::Unusable as u8
+    }
+}
+
 struct Idle {
     conn: Pooled,
     since: Instant,
@@ -585,7 +595,8 @@ impl Upstream {
         let mut idle = self.lock();
         while let Some(entry) = idle.pop() {
             self.link.release_idle(1);
-            if entry.conn.sender.is_ready()
+            if entry.conn.usable()
+                && entry.conn.sender.is_ready()
                 && entry.since.elapsed() < self.link.settings.idle_timeout
             {
                 return Some(entry.conn);
@@ -617,6 +628,10 @@ impl Upstream {
     /// case: no task per request), else once it is. Connections that end
     /// or upgrade, and those past the budgets, are closed.
     fn recycle(self: &Arc<Self>, mut conn: Pooled) {
+        if !conn.usable() {
+            // Dropped: hyper closes it.
+            return;
+        }
         if conn.sender.is_ready() {
             return self.put_back(conn);
         }

@@ -3,6 +3,8 @@
 //! cut short reaches the visitor as a failure, never as a shorter body that
 //! looks whole; Location and other headers are the origin's own.
 
+use std::sync::{Arc, Mutex};
+
 use calvin_tests::*;
 
 async fn preview_answering(answer: &[u8]) -> (TestEdge, TestAgent, RawOrigin, String) {
@@ -169,5 +171,192 @@ async fn location_points_where_the_origin_pointed_it() {
         .await;
         assert_eq!(out.status, 302);
         assert_eq!(out.header("location"), Some(location));
+    }
+}
+
+/// A hand-made dev server that keeps its connections alive and slips: its
+/// `204`, its `304` and its answer to a `HEAD` carry five body bytes
+/// (`hello`) they must not have. Any other request gets `200` with its
+/// method and path as the body. Each request's line is recorded.
+struct SlippingOrigin {
+    port: u16,
+    lines: Arc<Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for SlippingOrigin {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl SlippingOrigin {
+    async fn start() -> SlippingOrigin {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind origin");
+        let port = listener.local_addr().expect("addr").port();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let record = lines.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                tokio::spawn(Self::serve(stream, record.clone()));
+            }
+        });
+        SlippingOrigin { port, lines, task }
+    }
+
+    async fn serve(mut stream: tokio::net::TcpStream, record: Arc<Mutex<Vec<String>>>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut buf = Vec::new();
+        loop {
+            let head_end = loop {
+                if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                    break at + 4;
+                }
+                let mut more = [0u8; 4096];
+                match stream.read(&mut more).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buf.extend_from_slice(&more[..n]),
+                }
+            };
+            let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+            let length: usize = head
+                .lines()
+                .find_map(|l| {
+                    let (name, value) = l.split_once(':')?;
+                    name.eq_ignore_ascii_case("content-length")
+                        .then(|| value.trim().parse().ok())?
+                })
+                .unwrap_or(0);
+            while buf.len() < head_end + length {
+                let mut more = [0u8; 4096];
+                match stream.read(&mut more).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buf.extend_from_slice(&more[..n]),
+                }
+            }
+            buf.drain(..head_end + length);
+            let line = head.lines().next().unwrap_or_default().to_owned();
+            record.lock().expect("record").push(line.clone());
+            let mut parts = line.split(' ');
+            let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            let answer = match (method, path) {
+                (_, "/nothing") => {
+                    b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nhello".to_vec()
+                }
+                (_, "/unchanged") => {
+                    b"HTTP/1.1 304 Not Modified\r\nContent-Length: 5\r\n\r\nhello".to_vec()
+                }
+                ("HEAD", _) => b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello".to_vec(),
+                _ => {
+                    let body = format!("{method} {path}");
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    )
+                    .into_bytes()
+                }
+            };
+            if stream.write_all(&answer).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// How many requests with this request line the origin received.
+    fn received(&self, line: &str) -> usize {
+        let lines = self.lines.lock().expect("record");
+        lines.iter().filter(|l| l.as_str() == line).count()
+    }
+}
+
+/// The slips that answer a request at its head while more bytes follow.
+const SLIPS: [(&str, &str, u16); 3] = [
+    ("GET", "/nothing", 204),
+    ("GET", "/unchanged", 304),
+    ("HEAD", "/", 200),
+];
+
+/// A visitor is served its answer; the next request, from a new visitor
+/// connection, is answered by the origin's own answer to it, not by the
+/// bytes the slip left behind (which made it a 502 "invalid HTTP version"
+/// although the origin had answered it, a POST's write done).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_after_an_answer_never_reach_the_next_visitor() {
+    let edge = TestEdge::start().await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = SlippingOrigin::start().await;
+    let url = agent.preview(origin.port, None).await.url;
+    for (i, (method, path, status)) in SLIPS.iter().enumerate() {
+        for version in ["--http1.1", "--http2"] {
+            let slip_url = format!("{url}{path}");
+            let mut args = vec![version, "-X", method, &slip_url];
+            if *method == "HEAD" {
+                args.insert(1, "-I");
+            }
+            let out = curl(&edge.ca(), &args).await;
+            assert_eq!(out.status, *status, "{method} {path} {version}: {out:?}");
+            assert!(out.body.is_empty() || *method == "HEAD", "{out:?}");
+            // Another visitor, another connection: a POST, answered once.
+            let post_url = format!("{url}/write-{i}{version}");
+            let out = curl(&edge.ca(), &[version, "-d", "x=1", &post_url]).await;
+            let post_line = format!("POST /write-{i}{version} HTTP/1.1");
+            assert_eq!(
+                (out.status, out.text()),
+                (200, format!("POST /write-{i}{version}")),
+                "after {method} {path} {version}"
+            );
+            assert_eq!(origin.received(&post_line), 1, "{post_line}");
+        }
+    }
+}
+
+/// The same on one visitor connection kept alive: each answer is the
+/// origin's answer to that request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_after_an_answer_never_reach_the_next_request_of_the_same_visitor() {
+    let edge = TestEdge::start().await;
+    let agent = TestAgent::start(&edge, "alice").await;
+    let origin = SlippingOrigin::start().await;
+    let name = agent.preview(origin.port, None).await.name;
+    let host = format!("{name}.{DOMAIN}");
+    let tcp = tokio::net::TcpStream::connect(edge.http)
+        .await
+        .expect("tcp");
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+            .await
+            .expect("h1");
+    tokio::spawn(conn);
+    for (i, (method, path, status)) in SLIPS.iter().enumerate() {
+        for (method, path, status) in [
+            (*method, path.to_string(), *status),
+            ("POST", format!("/write-{i}"), 200),
+        ] {
+            let req = http::Request::builder()
+                .method(method)
+                .uri(path.as_str())
+                .header(http::header::HOST, &host)
+                .body(http_body_util::Full::new(bytes::Bytes::from_static(b"x=1")))
+                .expect("request");
+            sender
+                .ready()
+                .await
+                .expect("the visitor's connection goes on");
+            let response = sender.send_request(req).await.expect("answered");
+            assert_eq!(response.status(), status, "{method} {path}");
+            let body = http_body_util::BodyExt::collect(response.into_body())
+                .await
+                .expect("body")
+                .to_bytes();
+            let want = if status == 200 && method != "HEAD" {
+                format!("{method} {path}")
+            } else {
+                String::new()
+            };
+            assert_eq!(String::from_utf8_lossy(&body), want, "{method} {path}");
+        }
+        assert_eq!(origin.received(&format!("POST /write-{i} HTTP/1.1")), 1);
     }
 }

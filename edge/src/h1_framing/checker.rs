@@ -103,6 +103,9 @@ pub struct Checker {
     line: Vec<u8>,
     /// How far the head being read was searched for its blank line.
     head_scanned: u64,
+    /// The response being read is a final answer (not an interim 1xx):
+    /// once it ends, no request is in flight until the next is sent.
+    final_answer: bool,
 }
 
 /// What checking a batch of bytes found.
@@ -134,6 +137,7 @@ impl Checker {
             first: None,
             line: Vec::new(),
             head_scanned: 0,
+            final_answer: false,
         }
     }
 
@@ -176,6 +180,18 @@ impl Checker {
             let byte = bytes[(at - base) as usize];
             match self.state {
                 State::Aside | State::AwaitingAnswer => return Checked::ReadyTo(at),
+                State::Head if self.unasked() => {
+                    // An origin that wrote more than its answer (a body
+                    // after a 204 or a HEAD's answer, a body longer than its
+                    // length): taken for the next answer, those bytes would
+                    // be the next visitor's, whatever the origin says then.
+                    return self.refused(
+                        at,
+                        Refusal::bad(
+                            "the origin sent bytes after its answer that no request asked for",
+                        ),
+                    );
+                }
                 State::Head => {
                     let start = self.message_start;
                     let head = &bytes[(start - base) as usize..];
@@ -295,6 +311,10 @@ impl Checker {
             _ => self.heads.saturating_sub(1),
         };
         self.state = State::Aside;
+        if let Role::Response(expect) = &self.role {
+            // Past a refused response, the connection carries nothing more.
+            expect.store(Expect::Unusable as u8, Ordering::Release);
+        }
         Checked::Refused {
             message: self.message_start,
             at,
@@ -303,8 +323,20 @@ impl Checker {
         }
     }
 
+    /// Whether the origin's bytes come while no request is in flight.
+    fn unasked(&self) -> bool {
+        matches!(&self.role, Role::Response(expect) if expect.load(Ordering::Acquire) == Expect::Idle as u8)
+    }
+
     fn message_done(&mut self, at: u64) {
         self.message_start = at;
+        if let (Role::Response(expect), true, Then::Head) =
+            (&self.role, self.final_answer, self.then)
+        {
+            // Answered: until the next request is sent, the origin has
+            // nothing to say.
+            expect.store(Expect::Idle as u8, Ordering::Release);
+        }
         self.state = match std::mem::replace(&mut self.then, Then::Head) {
             Then::Head => State::Head,
             Then::AwaitAnswer => State::AwaitingAnswer,
@@ -346,6 +378,7 @@ impl Checker {
             Err(err) => return Err(Refusal::bad(format!("malformed response head: {err}"))),
         };
         let status = response.code.unwrap_or_default();
+        self.final_answer = status >= 200;
         let http10 = response.version == Some(0);
         // Conflicts are refused even where the body's length is implied.
         let framing = framing(response.headers, http10, "response")?;
@@ -530,13 +563,21 @@ pub(crate) enum Role {
     Response(Arc<AtomicU8>),
 }
 
-/// What kind of request a response answers, where that changes its framing.
+/// What kind of request a response answers, where that changes its
+/// framing; or that none is in flight. The pool sets it as it sends a
+/// request, the checker as a response ends or is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Expect {
     Other = 0,
     Head = 1,
     Connect = 2,
+    /// The last request is answered: any byte now is one the origin was
+    /// not asked for, and refused.
+    Idle = 3,
+    /// The connection carried something refused (a malformed response,
+    /// bytes no request asked for): never used again.
+    Unusable = 4,
 }
 
 impl From<u8> for Expect {
@@ -544,6 +585,8 @@ impl From<u8> for Expect {
         match value {
             1 => Expect::Head,
             2 => Expect::Connect,
+            3 => Expect::Idle,
+            4 => Expect::Unusable,
             _ => Expect::Other,
         }
     }
@@ -672,7 +715,7 @@ mod tests {
         &'static str,
         Expect,
         &'static [u8],
-        Result<u64, &'static str>,
+        Result<u64, (u64, &'static str)>,
     );
 
     fn check_all(text: &[u8]) -> Checked {
@@ -941,20 +984,46 @@ mod tests {
             (
                 "length",
                 Expect::Other,
-                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nabHTTP/1.1 200 OK\r\n",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nab",
                 Ok(40),
             ),
             (
                 "HEAD has no body",
                 Expect::Head,
-                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n",
-                Ok(65),
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n",
+                Ok(38),
             ),
             (
                 "204 has no body",
                 Expect::Other,
                 b"HTTP/1.1 204 No Content\r\n\r\n",
                 Ok(27),
+            ),
+            // Bytes after an answer, before the next request is sent, are
+            // none of the next answer's: refused where they start.
+            (
+                "a body after a HEAD's answer",
+                Expect::Head,
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nab",
+                Err((38, "no request asked for")),
+            ),
+            (
+                "a body after a 204",
+                Expect::Other,
+                b"HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\nhello",
+                Err((46, "no request asked for")),
+            ),
+            (
+                "a body longer than its length",
+                Expect::Other,
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nabc",
+                Err((40, "no request asked for")),
+            ),
+            (
+                "a second answer to one request",
+                Expect::Other,
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nabHTTP/1.1 200 OK\r\n",
+                Err((40, "no request asked for")),
             ),
             (
                 "interim then final",
@@ -1002,44 +1071,94 @@ mod tests {
                 "a bad chunk size",
                 Expect::Other,
                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-                Err("chunk"),
+                Err((0, "chunk")),
             ),
             (
                 "length and chunked",
                 Expect::Other,
                 b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
-                Err("both Content-Length and Transfer-Encoding"),
+                Err((0, "both Content-Length and Transfer-Encoding")),
             ),
             (
                 "two lengths",
                 Expect::Other,
                 b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
-                Err("more than one Content-Length"),
+                Err((0, "more than one Content-Length")),
             ),
             (
                 "malformed",
                 Expect::Other,
                 b"HTTP/1.1 2x0 OK\r\n\r\n",
-                Err("malformed response head"),
+                Err((0, "malformed response head")),
             ),
         ];
         for (case, expect, bytes, want) in cases {
             let cell = Arc::new(AtomicU8::new(expect as u8));
-            let mut checker = Checker::for_responses(limits(), cell);
+            let mut checker = Checker::for_responses(limits(), cell.clone());
             let got = match checker.check(bytes, 0, 0) {
                 Checked::ReadyTo(at) => Ok(at),
-                Checked::Refused { refusal, .. } => Err(refusal.message),
+                Checked::Refused {
+                    message, refusal, ..
+                } => Err((message, refusal.message)),
             };
+            let after = Expect::from(cell.load(Ordering::Acquire));
             match (&got, &want) {
                 (Ok(at), Ok(want)) => assert_eq!(at, want, "{case}"),
-                (Err(message), Err(words)) => {
+                (Err((start, message)), Err((want_start, words))) => {
                     assert!(
                         message.contains(words),
                         "{case}: {message:?} lacks {words:?}"
                     );
+                    assert_eq!(start, want_start, "{case}: where the refused bytes start");
+                    // A connection that carried a refused response is
+                    // never used again.
+                    assert_eq!(after, Expect::Unusable, "{case}");
                 }
                 _ => panic!("{case}: got {got:?}, want {want:?}"),
             }
         }
+    }
+
+    /// A final answer read whole leaves the connection idle (no request in
+    /// flight) until the pool sends the next one; an interim one does not,
+    /// nor does one still coming.
+    #[test]
+    fn an_answer_read_whole_leaves_the_connection_idle() {
+        let cases: [(&str, &[u8], Expect); 4] = [
+            (
+                "whole",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nab",
+                Expect::Idle,
+            ),
+            ("interim", b"HTTP/1.1 100 Continue\r\n\r\n", Expect::Other),
+            (
+                "body to come",
+                b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\na",
+                Expect::Other,
+            ),
+            (
+                "switched",
+                b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n",
+                Expect::Other,
+            ),
+        ];
+        for (case, bytes, want) in cases {
+            let cell = Arc::new(AtomicU8::new(Expect::Other as u8));
+            let mut checker = Checker::for_responses(limits(), cell.clone());
+            assert_eq!(
+                checker.check(bytes, 0, 0),
+                Checked::ReadyTo(bytes.len() as u64),
+                "{case}"
+            );
+            assert_eq!(Expect::from(cell.load(Ordering::Acquire)), want, "{case}");
+        }
+        // The next request sent, its answer is read as usual.
+        let cell = Arc::new(AtomicU8::new(Expect::Other as u8));
+        let mut checker = Checker::for_responses(limits(), cell.clone());
+        let first = b"HTTP/1.1 204 No Content\r\n\r\n";
+        assert_eq!(checker.check(first, 0, 0), Checked::ReadyTo(27));
+        cell.store(Expect::Other as u8, Ordering::Release);
+        let second = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(checker.check(second, 27, 27), Checked::ReadyTo(27 + 38));
     }
 }
