@@ -19,6 +19,10 @@ use calvin_agent::api::{
 use calvin_agent::control_api;
 use calvin_agent::control_client::{Answer, ControlClient, human_size};
 use calvin_agent::{Agent, EdgeAddress, LinkState};
+use calvin_common::{Fact, Level, LogFormat, note, tell};
+
+/// The target of the agent's own lines in a JSON log.
+const TARGET: &str = "calvin_agent";
 
 /// How long `share` waits for its first connection to the edge.
 const FIRST_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -254,6 +258,7 @@ struct ShareArgs {
 }
 
 pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let format = cli.log.format;
     match cli.command {
         Command::Up {
             edge,
@@ -261,7 +266,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             metrics,
             inspect,
             log,
-        } => up(edge, socket.path(), metrics, inspect, log).await,
+        } => up(edge, socket.path(), metrics, inspect, log, format).await,
         Command::Preview {
             port,
             name,
@@ -334,7 +339,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let answer = ControlClient::new(&socket.path()).list().await?;
             Ok(report(&answer, json, print_list))
         }
-        Command::Share(args) => share(args).await,
+        Command::Share(args) => share(args, format).await,
         Command::Log {
             name,
             follow,
@@ -599,6 +604,7 @@ async fn up(
     metrics: Option<std::net::SocketAddr>,
     inspect: Option<std::net::SocketAddr>,
     keeping: LogKeeping,
+    format: LogFormat,
 ) -> anyhow::Result<ExitCode> {
     let (edges, token) = args.open()?;
     let metrics = match metrics {
@@ -612,30 +618,38 @@ async fn up(
         None => None,
     };
     let listener = control_api::bind(&socket).await?;
-    println!("control socket {}", socket.display());
+    let mut facts = vec![Fact::new(
+        "control_socket",
+        "control socket",
+        socket.display(),
+    )];
+    if let Some(listener) = &metrics {
+        let at = listener.local_addr()?;
+        facts.push(Fact::new(
+            "metrics",
+            "listening metrics",
+            format_args!("{at}/tcp"),
+        ));
+    }
+    if let Some(listener) = &inspect {
+        let at = listener.local_addr()?;
+        facts.push(Fact::new(
+            "inspector",
+            "listening inspector",
+            format_args!("{at}/tcp"),
+        ));
+    }
+    tell(format, TARGET, "listening", &facts);
     let log = calvin_agent::request_log::RequestLog::new(keeping.log_requests, keeping.log_secrets);
     let agent = Agent::with_log(edges, token, log);
-    let metrics = match metrics {
-        Some(listener) => {
-            println!("listening metrics {}/tcp", listener.local_addr()?);
-            let counts = agent.counts().clone();
-            Some(tokio::spawn(calvin_common::metrics_http::serve(
-                listener,
-                move || counts.encode(),
-            )))
-        }
-        None => None,
-    };
-    let inspect = match inspect {
-        Some(listener) => {
-            println!("listening inspector {}/tcp", listener.local_addr()?);
-            Some(tokio::spawn(calvin_agent::inspector::serve(
-                listener,
-                agent.clone(),
-            )))
-        }
-        None => None,
-    };
+    let metrics = metrics.map(|listener| {
+        let counts = agent.counts().clone();
+        tokio::spawn(calvin_common::metrics_http::serve(listener, move || {
+            counts.encode()
+        }))
+    });
+    let inspect = inspect
+        .map(|listener| tokio::spawn(calvin_agent::inspector::serve(listener, agent.clone())));
     let api = tokio::spawn(control_api::serve(listener, agent.clone()));
     agent.run(calvin_common::process::shutdown_signal()).await;
     api.abort();
@@ -664,6 +678,7 @@ struct Target {
 async fn start_dev_edge(
     args: &ShareArgs,
     stop: oneshot::Receiver<()>,
+    format: LogFormat,
 ) -> anyhow::Result<Option<Target>> {
     if !args.dev {
         return Ok(None);
@@ -672,7 +687,7 @@ async fn start_dev_edge(
     if !dev.joinable() {
         // Port 0: an edge of its own, on ports no other share could find.
         let (edge, state) = dev.bind().await?;
-        print_trust(&state);
+        print_trust(&state, format);
         let address = dev_address(edge.bound().quic, &state)?;
         let task = tokio::spawn(async move {
             edge.run(async {
@@ -688,16 +703,17 @@ async fn start_dev_edge(
         }));
     }
     let (state, running) = dev.bind_or_join().await?;
-    print_trust(&state);
+    print_trust(&state, format);
     if running.is_none() {
-        eprintln!(
+        let joined = format!(
             "dev edge: joined the one running at {} (another `share --dev` of {} runs it)",
             dev.quic,
             state.dir.display()
         );
+        note(format, TARGET, Level::INFO, &joined);
     }
     let address = dev_address(dev.quic, &state)?;
-    let task = tokio::spawn(keep_dev_edge(dev.clone(), running, stop));
+    let task = tokio::spawn(keep_dev_edge(dev.clone(), running, stop, format));
     Ok(Some(Target {
         edges: vec![address],
         token: state.token,
@@ -713,6 +729,7 @@ async fn keep_dev_edge(
     args: DevArgs,
     running: Option<Running>,
     mut stop: oneshot::Receiver<()>,
+    format: LogFormat,
 ) -> anyhow::Result<()> {
     let Running { edge, lock } = match running {
         Some(running) => running,
@@ -721,7 +738,8 @@ async fn keep_dev_edge(
                 running = args.take_over() => running.context("dev edge: cannot take over")?,
                 _ = &mut stop => return Ok(()),
             };
-            eprintln!("dev edge: took over (the share that ran it stopped)");
+            let took = "dev edge: took over (the share that ran it stopped)";
+            note(format, TARGET, Level::INFO, took);
             running
         }
     };
@@ -735,14 +753,20 @@ async fn keep_dev_edge(
 }
 
 #[cfg(feature = "dev-edge")]
-fn print_trust(state: &DevState) {
+fn print_trust(state: &DevState, format: LogFormat) {
     if state.new_ca {
-        eprintln!("made a new local CA for the dev edge");
+        note(
+            format,
+            TARGET,
+            Level::INFO,
+            "made a new local CA for the dev edge",
+        );
     }
-    eprintln!(
+    let trust = format!(
         "dev edge: trust {} (curl --cacert {0})",
         state.ca_path().display()
     );
+    note(format, TARGET, Level::INFO, &trust);
 }
 
 /// The dev edge at `quic`, checked against the state folder's CA.
@@ -760,11 +784,12 @@ fn dev_address(quic: std::net::SocketAddr, state: &DevState) -> anyhow::Result<E
 async fn start_dev_edge(
     _args: &ShareArgs,
     _stop: oneshot::Receiver<()>,
+    _format: LogFormat,
 ) -> anyhow::Result<Option<Target>> {
     Ok(None)
 }
 
-async fn share(args: ShareArgs) -> anyhow::Result<ExitCode> {
+async fn share(args: ShareArgs, format: LogFormat) -> anyhow::Result<ExitCode> {
     // From now on Ctrl-C stops the share rather than the process.
     let signal = calvin_common::process::shutdown_signal();
     let port = Port::try_from(args.port)?;
@@ -784,7 +809,7 @@ async fn share(args: ShareArgs) -> anyhow::Result<ExitCode> {
         edges,
         token,
         mut dev_edge,
-    } = match start_dev_edge(&args, stop_edge_rx).await? {
+    } = match start_dev_edge(&args, stop_edge_rx, format).await? {
         Some(dev) => dev,
         None => {
             let remote = args.remote.context("--edge and --token-file, or --dev")?;
@@ -808,7 +833,7 @@ async fn share(args: ShareArgs) -> anyhow::Result<ExitCode> {
             .await;
     });
     let outcome = tokio::select! {
-        served = serve(&agent, port, name, probe, signal) => served,
+        served = serve(&agent, port, name, probe, signal, format) => served,
         Some(ended) = join_once(&mut dev_edge) => Err(match ended {
             Ok(Ok(())) => anyhow!("the dev edge stopped"),
             Ok(Err(err)) => err,
@@ -833,6 +858,7 @@ async fn serve(
     name: Option<PreviewName>,
     options: calvin_agent::PreviewOptions,
     signal: impl Future<Output = ()>,
+    format: LogFormat,
 ) -> anyhow::Result<()> {
     tokio::pin!(signal);
     let created = tokio::select! {
@@ -845,19 +871,30 @@ async fn serve(
         } => created?,
         _ = &mut signal => return Ok(()),
     };
-    println!("{}", created.url);
+    tell(
+        format,
+        TARGET,
+        "sharing",
+        &[Fact::new("url", "", &created.url)],
+    );
     let to = created
         .reached
         .clone()
         .unwrap_or_else(|| format!("127.0.0.1:{port}"));
-    eprintln!("forwarding {} -> {to}; press Ctrl-C to stop", created.url);
+    let forwarding = format!("forwarding {} -> {to}; press Ctrl-C to stop", created.url);
+    note(format, TARGET, Level::INFO, &forwarding);
     if !created.listening {
-        eprintln!("nothing is listening on port {port} yet; the URL works once something does");
+        let nothing =
+            format!("nothing is listening on port {port} yet; the URL works once something does");
+        note(format, TARGET, Level::WARN, &nothing);
     }
-    print_warnings(&created);
+    for warning in &created.warnings {
+        let line = format!("warning: {}\n  fix: {}", warning.message, warning.fix);
+        note(format, TARGET, Level::WARN, &line);
+    }
     tokio::select! {
         _ = signal => {}
-        _ = say_reconnects(agent) => {}
+        _ = say_reconnects(agent, format) => {}
     }
     Ok(())
 }
@@ -871,7 +908,7 @@ fn print_warnings(created: &PreviewCreated) {
 
 /// Says when the connection to an edge is back after a loss, naming the
 /// edge (the agent warns of the loss). Never ends while the agent runs.
-async fn say_reconnects(agent: &Agent) {
+async fn say_reconnects(agent: &Agent, format: LogFormat) {
     let mut state = agent.state();
     let mut connected = true;
     while state.changed().await.is_ok() {
@@ -882,7 +919,8 @@ async fn say_reconnects(agent: &Agent) {
         if let Some(edge) = &edge
             && !connected
         {
-            eprintln!("connected to the edge again ({edge})");
+            let again = format!("connected to the edge again ({edge})");
+            note(format, TARGET, Level::INFO, &again);
         }
         connected = edge.is_some();
     }

@@ -8,7 +8,9 @@
 //!   [`calvin_proto::control`].
 //! - [`config_check`]: a configuration file's every problem, with its key
 //!   and line (`check-config` and the checks at start).
-//! - [`LogFormat`]: `--log-format text|json`, which every binary takes.
+//! - [`LogFormat`]: `--log-format text|json`, which every binary takes;
+//!   [`tell`] and [`note`] write a program's own lines (its facts, its
+//!   notes) in that format.
 //!
 //! With the `runtime` feature (the edge and the agent):
 //! - [`quic`]: the crypto provider, the QUIC transport settings, the
@@ -67,6 +69,104 @@ pub fn say(format: LogFormat, level: tracing::Level, line: &str) {
         (LogFormat::Json, tracing::Level::WARN) => tracing::warn!("{line}"),
         (LogFormat::Json, _) => tracing::info!("{line}"),
     }
+}
+
+/// A fact a process tells its user and their scripts: an address it
+/// listens on, a file it made, its URL. In text, the line `"{label} {value}"`
+/// (the value alone when the label is empty); in JSON, the field `key`.
+#[cfg(feature = "cli")]
+pub struct Fact<'a> {
+    pub key: &'a str,
+    pub label: &'a str,
+    pub value: String,
+}
+
+#[cfg(feature = "cli")]
+impl<'a> Fact<'a> {
+    pub fn new(key: &'a str, label: &'a str, value: impl std::fmt::Display) -> Self {
+        Self {
+            key,
+            label,
+            value: value.to_string(),
+        }
+    }
+}
+
+#[cfg(feature = "cli")]
+/// Tells `facts` on stdout, where scripts and tests read them: a line each
+/// in text; in JSON, one object shaped as the log's lines (`timestamp`,
+/// `level`, `message`, each fact a field, `target`), so that every line
+/// the process writes parses, whichever stream it is read from (a
+/// collector of stdout and stderr together, as Kubernetes' and journald's
+/// are).
+pub fn tell(format: LogFormat, target: &str, message: &str, facts: &[Fact<'_>]) {
+    let text = match format {
+        LogFormat::Text => facts
+            .iter()
+            .map(|f| match f.label {
+                "" => format!("{}\n", f.value),
+                label => format!("{label} {}\n", f.value),
+            })
+            .collect(),
+        LogFormat::Json => {
+            let fields = facts.iter().map(|f| (f.key, f.value.as_str()));
+            format!(
+                "{}\n",
+                log_object(tracing::Level::INFO, target, message, fields)
+            )
+        }
+    };
+    write_flushed(&mut std::io::stdout().lock(), &text);
+}
+
+#[cfg(feature = "cli")]
+/// Writes a line of the program's own for its user (a note, a warning of
+/// what it found) on stderr: as it is in text; in JSON, as a log object
+/// of `level`. Unlike a log event it is never filtered out: it is the
+/// program's output, as its facts are.
+pub fn note(format: LogFormat, target: &str, level: tracing::Level, line: &str) {
+    let text = match format {
+        LogFormat::Text => format!("{line}\n"),
+        LogFormat::Json => format!("{}\n", log_object(level, target, line, std::iter::empty())),
+    };
+    write_flushed(&mut std::io::stderr().lock(), &text);
+}
+
+#[cfg(feature = "cli")]
+fn write_flushed(out: &mut impl std::io::Write, text: &str) {
+    // A closed stdout or stderr (the reader went away) is not this
+    // program's failure.
+    let _ = out.write_all(text.as_bytes());
+    let _ = out.flush();
+}
+
+#[cfg(feature = "cli")]
+/// A line of the JSON log, as tracing-subscriber's JSON format flattens an
+/// event, in its order: the time (its clock's format), the level, the
+/// message, the fields, the target.
+fn log_object<'a>(
+    level: tracing::Level,
+    target: &str,
+    message: &str,
+    fields: impl Iterator<Item = (&'a str, &'a str)>,
+) -> String {
+    use tracing_subscriber::fmt::time::FormatTime;
+    let mut timestamp = String::new();
+    let _ = tracing_subscriber::fmt::time::SystemTime.format_time(
+        &mut tracing_subscriber::fmt::format::Writer::new(&mut timestamp),
+    );
+    let string = |s: &str| serde_json::Value::from(s).to_string();
+    let mut line = format!(
+        "{{\"timestamp\":{},\"level\":{},\"message\":{}",
+        string(&timestamp),
+        string(level.as_str()),
+        string(message)
+    );
+    for (key, value) in fields {
+        line.push_str(&format!(",{}:{}", string(key), string(value)));
+    }
+    line.push_str(&format!(",\"target\":{}}}", string(target)));
+    line
 }
 
 impl std::str::FromStr for LogFormat {

@@ -121,7 +121,8 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
                 _ = term.recv() => {}
                 _ = interrupt.recv() => {}
             }
-            eprintln!("second signal: stopping now");
+            // A log line, in the log's format (text or JSON).
+            tracing::warn!("second signal: stopping now");
             std::process::exit(130);
         });
     }

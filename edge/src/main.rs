@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use calvin_common::Level;
-use calvin_common::{LogFormat, say};
+use calvin_common::{Fact, LogFormat, say, tell};
 use calvin_edge::check_config::{self, Problem};
 use calvin_edge::config::ConfigFile;
 use calvin_edge::dev::DevArgs;
@@ -113,7 +113,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::CheckConfig { config } => {
             let (_, summary) = checked(&config, "", format)?;
-            println!("{summary}");
+            tell(
+                format,
+                TARGET,
+                "configuration checked",
+                &[Fact::new("summary", "", summary)],
+            );
             return Ok(());
         }
         Command::Dev { args, admin } => {
@@ -147,13 +152,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 );
                 say(format, Level::WARN, &note);
             }
-            println!("state {}", state.dir.display());
-            println!("ca {}", state.ca_path().display());
-            println!("token {}", state.token_path().display());
+            let facts = [
+                Fact::new("state", "state", state.dir.display()),
+                Fact::new("ca", "ca", state.ca_path().display()),
+                Fact::new("token", "token", state.token_path().display()),
+            ];
+            tell(format, TARGET, "dev edge state", &facts);
             edge
         }
     };
-    print_bound(edge.bound());
+    print_bound(edge.bound(), format);
     let renewal = edge.renewal();
     tokio::spawn(async move {
         while hangup.recv().await.is_some() {
@@ -181,23 +189,53 @@ fn checked(path: &Path, then: &str, format: LogFormat) -> anyhow::Result<(Config
     })
 }
 
-/// One line per listener, with the address really bound.
-fn print_bound(bound: &Bound) {
+/// The target of the edge's own lines in a JSON log.
+const TARGET: &str = "calvin_edge";
+
+/// Each listener with the address really bound, and the previews' URLs:
+/// a line each in text, one event in JSON.
+fn print_bound(bound: &Bound, format: LogFormat) {
+    let mut facts = Vec::new();
     if let Some(addr) = bound.https {
-        println!("listening https {addr}/tcp");
+        facts.push(Fact::new(
+            "https",
+            "listening https",
+            format_args!("{addr}/tcp"),
+        ));
     }
     if let Some(addr) = bound.http {
-        println!("listening http {addr}/tcp");
+        facts.push(Fact::new(
+            "http",
+            "listening http",
+            format_args!("{addr}/tcp"),
+        ));
     }
-    println!("listening quic {}/udp", bound.quic);
+    facts.push(Fact::new(
+        "quic",
+        "listening quic",
+        format_args!("{}/udp", bound.quic),
+    ));
     if let Some(addr) = bound.dns {
-        println!("listening dns {addr}/udp+tcp");
+        facts.push(Fact::new(
+            "dns",
+            "listening dns",
+            format_args!("{addr}/udp+tcp"),
+        ));
     }
     if let Some(addr) = bound.admin {
-        println!("listening admin {addr}/tcp");
+        facts.push(Fact::new(
+            "admin",
+            "listening admin",
+            format_args!("{addr}/tcp"),
+        ));
     }
     if let Some(addr) = bound.peer {
-        println!("listening peer {addr}/udp");
+        facts.push(Fact::new(
+            "peer",
+            "listening peer",
+            format_args!("{addr}/udp"),
+        ));
     }
-    println!("previews {}", bound.url_template);
+    facts.push(Fact::new("previews", "previews", &bound.url_template));
+    tell(format, TARGET, "listening", &facts);
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use calvin_common::LogFormat;
+use calvin_common::{Fact, LogFormat, tell};
 use calvin_gateway::check_config;
 use calvin_gateway::config::GatewayConfig;
 use calvin_gateway::mattermost::callbacks::Callbacks;
@@ -257,6 +257,9 @@ async fn start_events(
     Ok(listening)
 }
 
+/// The target of the gateway's own lines in a JSON log.
+const TARGET: &str = "calvin_gateway";
+
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let format = cli.log.format;
     match cli.command {
@@ -343,18 +346,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 events = hub.is_some(),
                 "calvin-gateway serving"
             );
-            println!("listening http://{http}");
-            println!("token file {}", token_file.display());
-            // After the lines above, which tests and scripts read first.
             let serving_metrics = metrics_listener.map(|l| {
                 let counts = metrics.clone();
                 tokio::spawn(calvin_common::metrics_http::serve(l, move || {
                     counts.encode()
                 }))
             });
+            let mut facts = vec![
+                Fact::new("url", "listening", format_args!("http://{http}")),
+                Fact::new("token_file", "token file", token_file.display()),
+            ];
             if let Some(at) = metrics_addr {
-                println!("listening metrics {at}");
+                facts.push(Fact::new("metrics", "listening metrics", at));
             }
+            tell(format, TARGET, "listening", &facts);
             let setup = DaemonSetup {
                 gateway,
                 hub,
@@ -385,7 +390,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::CheckConfig { config } => {
             let (_, summary) = checked(&config, "", format)?;
-            println!("{summary}");
+            let summary = Fact::new("summary", "", summary);
+            tell(format, TARGET, "configuration checked", &[summary]);
             Ok(())
         }
     }

@@ -350,8 +350,17 @@ impl GatewayDaemon {
             command.env(k, v.as_str().expect("string"));
         }
         let mut process = crate::harness::Process::spawn(command);
-        let base = process.line_after("listening ").await;
-        let token_file = process.line_after("token file ").await;
+        // With `--log-format json` the same facts are one JSON event.
+        let (base, token_file) = if args.contains(&"json") {
+            let told = process.event("listening").await;
+            let fact = |key: &str| told[key].as_str().unwrap_or_default().to_owned();
+            (fact("url"), fact("token_file"))
+        } else {
+            (
+                process.line_after("listening ").await,
+                process.line_after("token file ").await,
+            )
+        };
         let token = std::fs::read_to_string(&token_file)
             .expect("token file")
             .trim()

@@ -581,6 +581,28 @@ impl Process {
             .unwrap_or_else(|| panic!("no line starting with {prefix:?}"))
     }
 
+    /// The first JSON object on its stdout whose message is `message`: an
+    /// event of facts told with `--log-format json` (what text lines say
+    /// after their labels, its fields).
+    pub async fn event(&mut self, message: &str) -> serde_json::Value {
+        let read = async {
+            while let Ok(Some(line)) = self.stdout.next_line().await {
+                let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
+                    continue;
+                };
+                if event["message"] == message {
+                    return Some(event);
+                }
+            }
+            None
+        };
+        tokio::time::timeout(Duration::from_secs(60), read)
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| panic!("no JSON event {message:?}"))
+    }
+
     /// Sends a signal (`TERM`, `KILL`, ...) with kill(1).
     pub async fn signal(&self, signal: &str) {
         send_signal(&self.child, signal).await;

@@ -71,6 +71,21 @@ impl ServeEdge {
         };
         let read = async {
             while let Ok(Some(line)) = lines.next_line().await {
+                // `--log-format json`: the same facts, fields of one event.
+                if let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) {
+                    if event["message"] != "listening" {
+                        continue;
+                    }
+                    let fact = |key: &str| event[key].as_str().map(addr);
+                    edge.https = fact("https");
+                    edge.http = fact("http");
+                    edge.quic = fact("quic").expect("the quic listener");
+                    edge.dns = fact("dns");
+                    edge.admin = fact("admin");
+                    edge.peer = fact("peer");
+                    edge.url_template = event["previews"].as_str().expect("previews").to_owned();
+                    return true;
+                }
                 if let Some(a) = line.strip_prefix("listening https ") {
                     edge.https = Some(addr(a));
                 } else if let Some(a) = line.strip_prefix("listening http ") {
