@@ -255,14 +255,14 @@ fn next_number() -> u64 {
 /// Runs a scenario through the Python SDK; returns one JSON value per step.
 pub async fn drive(scenario: Value) -> Vec<Value> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/mcp_drive.py");
-    let mut child = tokio::process::Command::new("python3")
+    let mut child = tokio::process::Command::new(crate::python::python())
         .arg(&script)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .expect("python3 runs (pip install mcp)");
+        .expect("the tests' Python runs (tests/run --install-only makes it, with the MCP SDK)");
     let mut stdin = child.stdin.take().expect("stdin");
     stdin
         .write_all(scenario.to_string().as_bytes())

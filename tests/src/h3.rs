@@ -78,7 +78,7 @@ pub async fn h3client_at(quic: SocketAddr, ca: &Path, url: &str, args: &[&str]) 
         .unwrap_or_default()
         .to_owned();
     let resolve = format!("{authority}:{}", quic.ip());
-    let mut command = tokio::process::Command::new("python3");
+    let mut command = tokio::process::Command::new(crate::python::python());
     command.arg(h3client_path()).arg(url);
     // `-k` (no certificate check) or the edge's CA.
     if !args.contains(&"-k") {
@@ -90,7 +90,7 @@ pub async fn h3client_at(quic: SocketAddr, ca: &Path, url: &str, args: &[&str]) 
         .stdin(Stdio::null())
         .output()
         .await
-        .expect("python3 runs tests/h3client.py (tests/run installs aioquic)");
+        .expect("the tests' Python runs tests/h3client.py (tests/run --install-only makes it, with aioquic)");
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let mut summary = serde_json::Value::Null;
     let mut events = Vec::new();

@@ -21,6 +21,7 @@ pub mod netns;
 pub mod origin;
 pub mod pebble;
 pub mod ports;
+pub mod python;
 pub mod raw_client;
 pub mod raw_origin;
 pub mod serve_edge;

@@ -296,25 +296,26 @@ fn manifests() -> Vec<PathBuf> {
 /// The documents of a YAML file, as JSON (PyYAML comes with
 /// kubernetes-validate).
 fn yaml_documents(path: &Path) -> Vec<Value> {
-    let out = Command::new("python3")
+    let out = Command::new(calvin_tests::python::python())
         .args([
             "-c",
             "import json, sys, yaml; json.dump([d for d in yaml.safe_load_all(open(sys.argv[1])) if d], sys.stdout)",
         ])
         .arg(path)
         .output()
-        .expect("python3");
+        .expect("the tests' Python");
     assert!(out.status.success(), "{}", output_text(&out));
     serde_json::from_slice(&out.stdout).expect("JSON")
 }
 
 #[test]
 fn kubernetes_manifests_validate_and_hold_what_the_edge_needs() {
+    let python = calvin_tests::python::python();
     if !tool_or_skip(
         "kubernetes_manifests_validate_and_hold_what_the_edge_needs",
-        "python3",
+        &python.to_string_lossy(),
         &["-m", "kubernetes_validate", "--version"],
-        "pip install kubernetes-validate==1.37.0, as tests/run does",
+        "tests/run --install-only puts kubernetes-validate in the tests' Python",
     ) {
         return;
     }
@@ -322,7 +323,7 @@ fn kubernetes_manifests_validate_and_hold_what_the_edge_needs() {
     for file in manifests() {
         // 1.26: mixed TCP and UDP on one LoadBalancer is GA from there.
         for version in [Some("1.26.0"), None] {
-            let mut command = Command::new("python3");
+            let mut command = Command::new(&python);
             command.args(["-m", "kubernetes_validate", "--strict"]);
             if let Some(v) = version {
                 command.args(["-k", v]);

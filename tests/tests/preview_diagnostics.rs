@@ -64,7 +64,13 @@ struct DevServer {
 }
 
 impl DevServer {
-    fn start(program: &str, args: &[&str], dir: &Path, log: PathBuf) -> DevServer {
+    fn start(
+        program: impl AsRef<std::ffi::OsStr>,
+        args: &[&str],
+        dir: &Path,
+        log: PathBuf,
+    ) -> DevServer {
+        let program = program.as_ref();
         let out = std::fs::File::create(&log).expect("log file");
         let child = tokio::process::Command::new(program)
             .args(args)
@@ -74,7 +80,7 @@ impl DevServer {
             .stderr(out)
             .kill_on_drop(true)
             .spawn()
-            .unwrap_or_else(|e| panic!("start {program}: {e}"));
+            .unwrap_or_else(|e| panic!("start {}: {e}", program.display()));
         DevServer { child, log }
     }
 
@@ -277,16 +283,18 @@ struct Django {
 }
 
 impl Django {
-    fn python() -> &'static str {
-        let found = std::process::Command::new("python3")
+    fn python() -> PathBuf {
+        let python = calvin_tests::python::python();
+        let found = std::process::Command::new(&python)
             .args(["-c", "import django"])
             .status()
             .is_ok_and(|s| s.success());
         assert!(
             found,
-            "Django is not installed: run tests/run --install-only"
+            "Django is not installed for {}: run tests/run --install-only",
+            python.display()
         );
-        "python3"
+        python
     }
 
     async fn new(dir: &Path) -> Django {
