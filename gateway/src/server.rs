@@ -201,7 +201,7 @@ pub async fn serve_stdio(
 /// into its AGENTS.md. The env file's path when it was written.
 async fn session_started(gateway: &Gateway, context: &SessionContext) -> Option<PathBuf> {
     gateway.keep_workspace_list(&context.session_dir).await;
-    let store = gateway.secrets.clone()?;
+    let store = gateway.secrets.clone().ok()?;
     let env_file = context.env_file(&gateway.runtime_dir);
     let key = context.secrets_key();
     let path = env_file.clone();
