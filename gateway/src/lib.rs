@@ -4,7 +4,8 @@
 //!   [`tool_defs`]: their schemas; [`args`]: argument checks;
 //!   [`server`]: the MCP handler over stdio and streamable HTTP, the
 //!   daemon's session, event and secret-request endpoints, and the
-//!   send-file API for scripts.
+//!   send-file API for scripts; [`mcp_endpoint`]: a registered session's
+//!   MCP endpoint (rmcp's, with its sessions' ends answered 204 or 404).
 //! - [`previews`]: preview, unpreview and preview_log through the local
 //!   agent, with [`preview_log`]: the request log as text, and
 //!   [`session_previews`]: the previews that end with their session.
@@ -44,6 +45,7 @@ pub mod files;
 pub mod git;
 pub mod markdown_anchor;
 pub mod mattermost;
+pub mod mcp_endpoint;
 pub mod metrics;
 pub mod permalink;
 pub mod permission;

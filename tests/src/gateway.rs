@@ -269,6 +269,12 @@ fn next_number() -> u64 {
 
 /// Runs a scenario through the Python SDK; returns one JSON value per step.
 pub async fn drive(scenario: Value) -> Vec<Value> {
+    drive_logged(scenario).await.0
+}
+
+/// [`drive`], with what the SDK logged (its stderr: warnings such as
+/// "Session termination failed: 202").
+pub async fn drive_logged(scenario: Value) -> (Vec<Value>, String) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/mcp_drive.py");
     let mut child = tokio::process::Command::new("python3")
         .arg(&script)
@@ -294,10 +300,11 @@ pub async fn drive(scenario: Value) -> Vec<Value> {
         output.status.success(),
         "mcp_drive.py failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
     );
-    stdout
+    let steps = stdout
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect()
+        .collect();
+    (steps, stderr.into_owned())
 }
 
 /// A call result's text.
