@@ -152,7 +152,7 @@ impl Gateway {
         let mut a = Args::new(raw, &["url", "include_thread", "max_messages"]);
         let target = self.link_arg(runner, &mut a, true).await?;
         let include = a.boolean("include_thread").unwrap_or(false);
-        let max = a.count("max_messages", THREAD_MESSAGES.0, THREAD_MESSAGES.1);
+        let max = a.capped_count("max_messages", THREAD_MESSAGES.0, THREAD_MESSAGES.1);
         let (Some(target), Some(max), true) = (target, max, a.found.is_empty()) else {
             return Err(problems("nothing was read", &a.found));
         };
@@ -161,10 +161,11 @@ impl Gateway {
             .in_scope(runner, target.channel.as_str(), public_too)
             .await?;
         let thread = self.thread_of(&target).await?;
-        let post = thread
+        let at = thread
             .iter()
-            .find(|m| m.ts == target.ts.as_str())
+            .position(|m| m.ts == target.ts.as_str())
             .ok_or_else(|| format!("there is no message {} in {}", target.ts, target.channel))?;
+        let post = &thread[at];
         let label = conversation.label();
         let mut answer = json!({
             "channel": target.channel.as_str(),
@@ -172,32 +173,37 @@ impl Gateway {
             "thread_ts": thread[0].ts,
             "untrusted": UNTRUSTED,
         });
-        let (content, meta, left_out) = if include {
-            let (picked, left_out) = pick(&thread, max);
+        let (content, meta, left) = if include {
+            let (picked, left) = around(&thread, at, max.n);
             let header = format!(
-                "The thread of the post {} in {label}: {} of its {} messages, oldest first{}.",
+                "The thread of the post {} in {label}: {} of its {} messages around the post, \
+                 oldest first{}{}.",
                 post.ts,
                 picked.len(),
                 thread.len(),
-                left_note(left_out)
+                left.note(),
+                max.note("max_messages")
             );
             let (content, meta) = self.listing(&header, &picked).await;
-            (content, meta, left_out)
+            (content, meta, left)
         } else {
             let header = format!("The post {} in {label}.", post.ts);
             let (content, meta) = self.listing(&header, &[post]).await;
-            (content, meta, 0)
+            (content, meta, LeftOut::default())
         };
         answer["content"] = json!(content);
         answer["messages"] = json!(meta);
-        answer["left_out"] = json!(left_out);
+        answer["left_out"] = json!(left.total());
+        answer["left_out_earlier"] = json!(left.earlier);
+        answer["left_out_later"] = json!(left.later);
+        answer["capped"] = json!(include && max.capped());
         Ok((content, answer))
     }
 
     pub(crate) async fn list_thread(&self, runner: &Runner, raw: &JsonObject) -> ToolOutcome {
         let mut a = Args::new(raw, &["url", "max_messages"]);
         let target = self.link_arg(runner, &mut a, false).await?;
-        let max = a.count("max_messages", THREAD_MESSAGES.0, THREAD_MESSAGES.1);
+        let max = a.capped_count("max_messages", THREAD_MESSAGES.0, THREAD_MESSAGES.1);
         let (Some(max), true) = (max, a.found.is_empty()) else {
             return Err(problems("nothing was read", &a.found));
         };
@@ -218,14 +224,15 @@ impl Gateway {
         let Some(first) = thread.first() else {
             return Err("the thread is empty".into());
         };
-        let (picked, left_out) = pick(&thread, max);
+        let (picked, left) = first_and_latest(&thread, max.n);
         let header = format!(
-            "The thread {} in {}: {} of its {} messages, oldest first{}.",
+            "The thread {} in {}: {} of its {} messages, oldest first{}{}.",
             first.ts,
             conversation.label(),
             picked.len(),
             thread.len(),
-            left_note(left_out)
+            left.note(),
+            max.note("max_messages")
         );
         let (content, meta) = self.listing(&header, &picked).await;
         Ok((
@@ -237,7 +244,8 @@ impl Gateway {
                 "content": content,
                 "messages": meta,
                 "total": thread.len(),
-                "left_out": left_out,
+                "left_out": left.total(),
+                "capped": max.capped(),
             }),
         ))
     }
@@ -256,14 +264,14 @@ impl Gateway {
                 .map_err(|e| a.found.push(format!("channel_id: {e}")))
                 .ok()
         });
-        let max = a.count("max_messages", HISTORY_MESSAGES.0, HISTORY_MESSAGES.1);
+        let max = a.capped_count("max_messages", HISTORY_MESSAGES.0, HISTORY_MESSAGES.1);
         let (Some(channel), Some(max), true) = (channel, max, a.found.is_empty()) else {
             return Err(problems("nothing was read", &a.found));
         };
         let conversation = self.in_scope(runner, channel.as_str(), true).await?;
         let (messages, more) =
             self.chat
-                .history(channel.as_str(), max)
+                .history(channel.as_str(), max.n)
                 .await
                 .map_err(|e| match e {
                     ChatError::Api(code) if code == "not_in_channel" => format!(
@@ -278,10 +286,11 @@ impl Gateway {
                 })?;
         let picked: Vec<&ThreadMessage> = messages.iter().collect();
         let header = format!(
-            "The latest {} top-level messages of {}, oldest first{}.",
+            "The latest {} top-level messages of {}, oldest first{}{}.",
             picked.len(),
             conversation.label(),
-            if more { " (older ones left out)" } else { "" }
+            if more { " (older ones left out)" } else { "" },
+            max.note("max_messages")
         );
         let (content, meta) = self.listing(&header, &picked).await;
         Ok((
@@ -292,6 +301,7 @@ impl Gateway {
                 "content": content,
                 "messages": meta,
                 "has_more": more,
+                "capped": max.capped(),
             }),
         ))
     }
@@ -299,7 +309,7 @@ impl Gateway {
     pub(crate) async fn search_messages(&self, runner: &Runner, raw: &JsonObject) -> ToolOutcome {
         let mut a = Args::new(raw, &["query", "max_results"]);
         let query = a.text("query", Some("what to search for"), 1..=QUERY_MAX, true);
-        let max = a.count("max_results", SEARCH_RESULTS.0, SEARCH_RESULTS.1);
+        let max = a.capped_count("max_results", SEARCH_RESULTS.0, SEARCH_RESULTS.1);
         let (Some(query), Some(max), true) = (query, max, a.found.is_empty()) else {
             return Err(problems("nothing was searched", &a.found));
         };
@@ -315,7 +325,7 @@ impl Gateway {
         let mut scope: HashMap<String, bool> = HashMap::new();
         let mut kept = Vec::new();
         for m in found {
-            if kept.len() == max {
+            if kept.len() == max.n {
                 break;
             }
             let allowed = match scope.get(&m.channel) {
@@ -349,8 +359,9 @@ impl Gateway {
         let refs: Vec<&ThreadMessage> = messages.iter().collect();
         let header = format!(
             "{} messages matching the search, newest first, from this session's channel and \
-             public channels.",
-            refs.len()
+             public channels{}.",
+            refs.len(),
+            max.note("max_results")
         );
         let (content, mut meta) = self.listing(&header, &refs).await;
         for (m, found) in meta.iter_mut().zip(&kept) {
@@ -364,6 +375,7 @@ impl Gateway {
                 "untrusted": UNTRUSTED,
                 "content": content,
                 "messages": meta,
+                "capped": max.capped(),
             }),
         ))
     }
@@ -643,22 +655,68 @@ const SEARCH_UNSUPPORTED: &str = "search_messages is unsupported on this gateway
      search.messages does not take a bot token, and no user token is configured (set [slack] \
      user_token or SLACK_USER_TOKEN to a token with search:read)";
 
-/// The first message and the latest `max - 1` others, oldest first; how
-/// many were left out.
-fn pick(thread: &[ThreadMessage], max: usize) -> (Vec<&ThreadMessage>, usize) {
+/// How many messages of a thread an answer leaves out, before and after
+/// those it shows (the thread's first message aside).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct LeftOut {
+    earlier: usize,
+    later: usize,
+}
+
+impl LeftOut {
+    fn total(self) -> usize {
+        self.earlier + self.later
+    }
+
+    /// ` (3 earlier and 2 later left out)`, or nothing.
+    fn note(self) -> String {
+        match (self.earlier, self.later) {
+            (0, 0) => String::new(),
+            (n, 0) => format!(" ({n} earlier left out)"),
+            (0, m) => format!(" ({m} later left out)"),
+            (n, m) => format!(" ({n} earlier and {m} later left out)"),
+        }
+    }
+}
+
+/// list_thread's: the first message and the latest `max - 1` others,
+/// oldest first.
+fn first_and_latest(thread: &[ThreadMessage], max: usize) -> (Vec<&ThreadMessage>, LeftOut) {
     if thread.len() <= max {
-        return (thread.iter().collect(), 0);
+        return (thread.iter().collect(), LeftOut::default());
     }
     let mut picked = vec![&thread[0]];
     picked.extend(&thread[thread.len() - (max - 1)..]);
-    (picked, thread.len() - max)
+    let earlier = thread.len() - max;
+    (picked, LeftOut { earlier, later: 0 })
 }
 
-fn left_note(left_out: usize) -> String {
-    match left_out {
-        0 => String::new(),
-        n => format!(" ({n} earlier left out)"),
+/// read_post's: at most `max` messages, oldest first, always holding the
+/// post at `at`: the thread's first message (what the thread is about)
+/// when there is room for it besides the post, then the messages around
+/// the post, as many before it as after it where the thread allows.
+fn around(thread: &[ThreadMessage], at: usize, max: usize) -> (Vec<&ThreadMessage>, LeftOut) {
+    let n = thread.len();
+    if n <= max {
+        return (thread.iter().collect(), LeftOut::default());
     }
+    let with_first = at > 0 && max >= 2;
+    let base = usize::from(with_first);
+    // The window around the post, the post included.
+    let room = max.max(1) - base;
+    let start = at.saturating_sub((room - 1) / 2).max(base);
+    let end = (start + room).min(n);
+    let start = end - room;
+    let mut picked = Vec::with_capacity(max);
+    if with_first {
+        picked.push(&thread[0]);
+    }
+    picked.extend(&thread[start..end]);
+    let left = LeftOut {
+        earlier: start - base,
+        later: n - end,
+    };
+    (picked, left)
 }
 
 /// An emoji name as Slack's reactions take it: no colons.
@@ -706,16 +764,90 @@ mod tests {
         }
     }
 
+    fn thread(n: usize) -> Vec<ThreadMessage> {
+        (0..n).map(|i| message(&format!("1.{i:02}"))).collect()
+    }
+
+    fn ts<'a>(picked: &[&'a ThreadMessage]) -> Vec<&'a str> {
+        picked.iter().map(|m| m.ts.as_str()).collect()
+    }
+
     #[test]
-    fn picks_keep_the_first_message_and_the_latest() {
-        let thread: Vec<ThreadMessage> = (0..60).map(|i| message(&format!("1.{i:02}"))).collect();
-        let (picked, left) = pick(&thread, 50);
-        assert_eq!((picked.len(), left), (50, 10));
+    fn list_thread_keeps_the_first_message_and_the_latest() {
+        let thread = thread(60);
+        let (picked, left) = first_and_latest(&thread, 50);
+        assert_eq!(picked.len(), 50);
+        assert_eq!(
+            left,
+            LeftOut {
+                earlier: 10,
+                later: 0
+            }
+        );
         assert_eq!(picked[0].ts, "1.00");
         assert_eq!(picked[1].ts, "1.11");
         assert_eq!(picked[49].ts, "1.59");
-        let (all, none) = pick(&thread[..50], 50);
-        assert_eq!((all.len(), none), (50, 0));
+        let (all, none) = first_and_latest(&thread[..50], 50);
+        assert_eq!((all.len(), none), (50, LeftOut::default()));
+    }
+
+    #[test]
+    fn read_post_keeps_the_linked_post_with_the_thread_around_it() {
+        let thread = thread(60);
+        for max in 1..=60 {
+            for at in 0..60 {
+                let (picked, left) = around(&thread, at, max);
+                let shown = ts(&picked);
+                assert_eq!(picked.len(), max, "max {max} at {at}");
+                assert!(shown.contains(&thread[at].ts.as_str()), "max {max} at {at}");
+                assert!(
+                    shown.windows(2).all(|w| w[0] < w[1]),
+                    "oldest first: {shown:?}"
+                );
+                assert_eq!(left.total(), 60 - max, "max {max} at {at}");
+                if max >= 2 {
+                    assert_eq!(shown[0], "1.00", "the first message, max {max} at {at}");
+                }
+            }
+        }
+        // Deep in a long thread: the first message, then 9 before the post
+        // and 10 after it.
+        let (picked, left) = around(&thread, 31, 20);
+        let shown = ts(&picked);
+        assert_eq!(shown[0], "1.00");
+        assert_eq!(shown[1], "1.22");
+        assert_eq!(shown[10], "1.31");
+        assert_eq!(shown[19], "1.40");
+        assert_eq!(
+            left,
+            LeftOut {
+                earlier: 21,
+                later: 19
+            }
+        );
+        assert_eq!(left.note(), " (21 earlier and 19 later left out)");
+        // Near the end, the window shifts back; near the start, forward.
+        let (picked, left) = around(&thread, 59, 20);
+        assert_eq!(ts(&picked)[1], "1.41");
+        assert_eq!(
+            left,
+            LeftOut {
+                earlier: 40,
+                later: 0
+            }
+        );
+        let (picked, left) = around(&thread, 2, 20);
+        assert_eq!(ts(&picked)[..3], ["1.00", "1.01", "1.02"]);
+        assert_eq!(left.note(), " (40 later left out)");
+        // The first message linked: the messages after it.
+        let (picked, _) = around(&thread, 0, 3);
+        assert_eq!(ts(&picked), ["1.00", "1.01", "1.02"]);
+        // Only the post.
+        let (picked, _) = around(&thread, 30, 1);
+        assert_eq!(ts(&picked), ["1.30"]);
+        // A short thread whole.
+        let (picked, left) = around(&thread[..5], 3, 20);
+        assert_eq!((picked.len(), left), (5, LeftOut::default()));
     }
 
     #[test]
