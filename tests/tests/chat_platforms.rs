@@ -326,6 +326,20 @@ async fn react_to_post_reacts_to_the_latest_message_or_a_linked_one(platform: Pl
         Platform::Mattermost => refused(&out[6], "the bot is not in that channel"),
     }
     assert!(w.reactions(&ch.elsewhere, &unjoined).is_empty());
+    if platform == Platform::Mattermost {
+        // An older server keeps a post's reactions to the channel's
+        // members: the same answer, not "not found".
+        w.fake_mattermost().set_reactions_members_only(true);
+        let out = drive(w.setup.stdio(json!([
+            react(json!({"emoji": "eyes", "url": w.link(&ch.elsewhere, &unjoined)})),
+            react(json!({"emoji": "tada", "url": w.link(&ch.general, &in_general)})),
+        ])))
+        .await;
+        refused(&out[0], "the bot is not in that channel");
+        assert!(!text(&out[0]).contains("not_found"), "{}", out[0]);
+        assert!(w.reactions(&ch.elsewhere, &unjoined).is_empty());
+        ok(&out[1]);
+    }
 }
 
 async fn update_own_post_edits_only_the_bots_posts_up_to_4000_characters(platform: Platform) {
