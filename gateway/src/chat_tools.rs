@@ -576,7 +576,10 @@ impl Gateway {
                 )
             })?;
         if !runner.dm_allowed(&recipient) {
-            let head = format!("Permission requested: *send_dm* to <@{recipient}>");
+            let head = format!(
+                "{} *send_dm* to <@{recipient}>",
+                crate::permission::REQUESTED
+            );
             let preview = cut(&message, DM_PREVIEW_CHARS);
             let body = format!(
                 "> {}",

@@ -679,6 +679,13 @@ async fn permission_prompt_is_answered_by_the_owners_reaction_only(platform: Pla
     );
     let task = tokio::spawn(drive(GatewayDaemon::http(&mcp, json!([ask]))));
     let prompt = permission_prompt(&w).await;
+    // The spec's "⚠️ Permission requested: Write file.txt", each
+    // platform's markup around the tool's name.
+    let first_line = match platform {
+        Platform::Slack => ":warning: Permission requested: *Write* a.txt",
+        Platform::Mattermost => ":warning: Permission requested: **Write** a.txt",
+    };
+    assert_eq!(prompt.text.lines().next(), Some(first_line), "{prompt:?}");
     // Bob is in the channel, but neither the owner nor allowed: nothing
     // changes.
     w.react("bob", "+1", &prompt.channel, &prompt.id).await;
