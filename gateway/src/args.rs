@@ -44,6 +44,31 @@ pub fn integer(v: &Value) -> Option<i64> {
     }
 }
 
+/// A count after its cap ([`Args::capped_count`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Count {
+    /// What the tool uses.
+    pub n: usize,
+    /// What was asked, when it was more than the cap.
+    pub asked: Option<u64>,
+}
+
+impl Count {
+    /// Whether the cap was applied.
+    pub fn capped(&self) -> bool {
+        self.asked.is_some()
+    }
+
+    /// A sentence's note on the cap: ` (max_messages 80 is capped at 50)`,
+    /// or nothing.
+    pub fn note(&self, key: &str) -> String {
+        match self.asked {
+            Some(asked) => format!(" ({key} {asked} is capped at {})", self.n),
+            None => String::new(),
+        }
+    }
+}
+
 /// Reads a tool's arguments, collecting every problem.
 pub struct Args<'a> {
     args: &'a JsonObject,
@@ -131,15 +156,29 @@ impl<'a> Args<'a> {
         }
     }
 
-    /// A count from 1 to `max` (absent: `default`); a problem otherwise.
-    pub fn count(&mut self, key: &str, default: usize, max: usize) -> Option<usize> {
+    /// A count of at least 1 (absent: `default`) that the tool caps rather
+    /// than refuses: above `cap` it is `cap`. The count and whether it was
+    /// capped; a problem for anything but a positive integer.
+    pub fn capped_count(&mut self, key: &str, default: usize, cap: usize) -> Option<Count> {
         match self.args.get(key) {
-            None | Some(Value::Null) => Some(default),
+            None | Some(Value::Null) => Some(Count {
+                n: default.min(cap),
+                asked: None,
+            }),
             Some(v) => match integer(v) {
-                Some(n) if n >= 1 && n as u64 <= max as u64 => Some(n as usize),
+                Some(n) if n >= 1 => {
+                    let asked = u64::try_from(n).unwrap_or(u64::MAX);
+                    let n = usize::try_from(asked).map_or(cap, |n| n.min(cap));
+                    Some(Count {
+                        n,
+                        asked: Some(asked).filter(|&asked| asked > cap as u64),
+                    })
+                }
                 _ => {
-                    self.found
-                        .push(format!("{key} must be an integer from 1 to {max}, got {v}"));
+                    self.found.push(format!(
+                        "{key} must be a positive integer (above {cap} it is capped at {cap}), \
+                         got {v}"
+                    ));
                     None
                 }
             },
@@ -187,6 +226,46 @@ mod tests {
                 "e is required: what it is",
             ]
         );
+    }
+
+    #[test]
+    fn capped_counts_are_capped_at_the_cap_and_one_past_it() {
+        let args = obj(json!({
+            "at": 50, "past": 51, "far": 1_000_000_000_000_i64, "text": "80",
+            "zero": 0, "negative": -3, "half": 2.5, "word": "many",
+        }));
+        let known = [
+            "absent", "at", "past", "far", "text", "zero", "negative", "half", "word",
+        ];
+        let mut a = Args::new(&args, &known);
+        let count = |n, asked| Some(Count { n, asked });
+        assert_eq!(a.capped_count("absent", 20, 50), count(20, None));
+        assert_eq!(a.capped_count("at", 20, 50), count(50, None));
+        assert_eq!(a.capped_count("past", 20, 50), count(50, Some(51)));
+        assert_eq!(
+            a.capped_count("far", 20, 50),
+            count(50, Some(1_000_000_000_000))
+        );
+        assert_eq!(a.capped_count("text", 20, 50), count(50, Some(80)));
+        assert!(a.found.is_empty(), "{:?}", a.found);
+        for bad in ["zero", "negative", "half", "word"] {
+            assert_eq!(a.capped_count(bad, 20, 50), None, "{bad}");
+        }
+        assert_eq!(
+            a.found[0],
+            "zero must be a positive integer (above 50 it is capped at 50), got 0"
+        );
+        assert_eq!(a.found.len(), 4);
+        let capped = Count {
+            n: 50,
+            asked: Some(51),
+        };
+        assert!(capped.capped());
+        assert_eq!(
+            capped.note("max_messages"),
+            " (max_messages 51 is capped at 50)"
+        );
+        assert_eq!(Count { n: 5, asked: None }.note("max_messages"), "");
     }
 
     #[test]

@@ -21,6 +21,7 @@ use crate::chat::{ChatError, Conversation, Text, ThreadMessage};
 use crate::files;
 use crate::permalink::{ChannelId, Target};
 use crate::permission::Verdict;
+use crate::thread_window::{LeftOut, around, first_and_latest};
 use crate::threads::{Entry, MAX_POST_CHARS, author, cut, neutralise_mentions, shown, untrusted};
 use crate::tools::{Gateway, Runner, ToolOutcome, chat_reason};
 
@@ -152,7 +153,7 @@ impl Gateway {
         let mut a = Args::new(raw, &["url", "include_thread", "max_messages"]);
         let target = self.link_arg(runner, &mut a, true).await?;
         let include = a.boolean("include_thread").unwrap_or(false);
-        let max = a.count("max_messages", THREAD_MESSAGES.0, THREAD_MESSAGES.1);
+        let max = a.capped_count("max_messages", THREAD_MESSAGES.0, THREAD_MESSAGES.1);
         let (Some(target), Some(max), true) = (target, max, a.found.is_empty()) else {
             return Err(problems("nothing was read", &a.found));
         };
@@ -161,10 +162,11 @@ impl Gateway {
             .in_scope(runner, target.channel.as_str(), public_too)
             .await?;
         let thread = self.thread_of(&target).await?;
-        let post = thread
+        let at = thread
             .iter()
-            .find(|m| m.ts == target.ts.as_str())
+            .position(|m| m.ts == target.ts.as_str())
             .ok_or_else(|| format!("there is no message {} in {}", target.ts, target.channel))?;
+        let post = &thread[at];
         let label = conversation.label();
         let mut answer = json!({
             "channel": target.channel.as_str(),
@@ -172,32 +174,37 @@ impl Gateway {
             "thread_ts": thread[0].ts,
             "untrusted": UNTRUSTED,
         });
-        let (content, meta, left_out) = if include {
-            let (picked, left_out) = pick(&thread, max);
+        let (content, meta, left) = if include {
+            let (picked, left) = around(&thread, at, max.n);
             let header = format!(
-                "The thread of the post {} in {label}: {} of its {} messages, oldest first{}.",
+                "The thread of the post {} in {label}: {} of its {} messages around the post, \
+                 oldest first{}{}.",
                 post.ts,
                 picked.len(),
                 thread.len(),
-                left_note(left_out)
+                left.note(),
+                max.note("max_messages")
             );
             let (content, meta) = self.listing(&header, &picked).await;
-            (content, meta, left_out)
+            (content, meta, left)
         } else {
             let header = format!("The post {} in {label}.", post.ts);
             let (content, meta) = self.listing(&header, &[post]).await;
-            (content, meta, 0)
+            (content, meta, LeftOut::default())
         };
         answer["content"] = json!(content);
         answer["messages"] = json!(meta);
-        answer["left_out"] = json!(left_out);
+        answer["left_out"] = json!(left.total());
+        answer["left_out_earlier"] = json!(left.earlier);
+        answer["left_out_later"] = json!(left.later);
+        answer["capped"] = json!(include && max.capped());
         Ok((content, answer))
     }
 
     pub(crate) async fn list_thread(&self, runner: &Runner, raw: &JsonObject) -> ToolOutcome {
         let mut a = Args::new(raw, &["url", "max_messages"]);
         let target = self.link_arg(runner, &mut a, false).await?;
-        let max = a.count("max_messages", THREAD_MESSAGES.0, THREAD_MESSAGES.1);
+        let max = a.capped_count("max_messages", THREAD_MESSAGES.0, THREAD_MESSAGES.1);
         let (Some(max), true) = (max, a.found.is_empty()) else {
             return Err(problems("nothing was read", &a.found));
         };
@@ -218,14 +225,15 @@ impl Gateway {
         let Some(first) = thread.first() else {
             return Err("the thread is empty".into());
         };
-        let (picked, left_out) = pick(&thread, max);
+        let (picked, left) = first_and_latest(&thread, max.n);
         let header = format!(
-            "The thread {} in {}: {} of its {} messages, oldest first{}.",
+            "The thread {} in {}: {} of its {} messages, oldest first{}{}.",
             first.ts,
             conversation.label(),
             picked.len(),
             thread.len(),
-            left_note(left_out)
+            left.note(),
+            max.note("max_messages")
         );
         let (content, meta) = self.listing(&header, &picked).await;
         Ok((
@@ -237,7 +245,8 @@ impl Gateway {
                 "content": content,
                 "messages": meta,
                 "total": thread.len(),
-                "left_out": left_out,
+                "left_out": left.total(),
+                "capped": max.capped(),
             }),
         ))
     }
@@ -256,14 +265,14 @@ impl Gateway {
                 .map_err(|e| a.found.push(format!("channel_id: {e}")))
                 .ok()
         });
-        let max = a.count("max_messages", HISTORY_MESSAGES.0, HISTORY_MESSAGES.1);
+        let max = a.capped_count("max_messages", HISTORY_MESSAGES.0, HISTORY_MESSAGES.1);
         let (Some(channel), Some(max), true) = (channel, max, a.found.is_empty()) else {
             return Err(problems("nothing was read", &a.found));
         };
         let conversation = self.in_scope(runner, channel.as_str(), true).await?;
         let (messages, more) =
             self.chat
-                .history(channel.as_str(), max)
+                .history(channel.as_str(), max.n)
                 .await
                 .map_err(|e| match e {
                     ChatError::Api(code) if code == "not_in_channel" => format!(
@@ -278,10 +287,11 @@ impl Gateway {
                 })?;
         let picked: Vec<&ThreadMessage> = messages.iter().collect();
         let header = format!(
-            "The latest {} top-level messages of {}, oldest first{}.",
+            "The latest {} top-level messages of {}, oldest first{}{}.",
             picked.len(),
             conversation.label(),
-            if more { " (older ones left out)" } else { "" }
+            if more { " (older ones left out)" } else { "" },
+            max.note("max_messages")
         );
         let (content, meta) = self.listing(&header, &picked).await;
         Ok((
@@ -292,6 +302,7 @@ impl Gateway {
                 "content": content,
                 "messages": meta,
                 "has_more": more,
+                "capped": max.capped(),
             }),
         ))
     }
@@ -299,7 +310,7 @@ impl Gateway {
     pub(crate) async fn search_messages(&self, runner: &Runner, raw: &JsonObject) -> ToolOutcome {
         let mut a = Args::new(raw, &["query", "max_results"]);
         let query = a.text("query", Some("what to search for"), 1..=QUERY_MAX, true);
-        let max = a.count("max_results", SEARCH_RESULTS.0, SEARCH_RESULTS.1);
+        let max = a.capped_count("max_results", SEARCH_RESULTS.0, SEARCH_RESULTS.1);
         let (Some(query), Some(max), true) = (query, max, a.found.is_empty()) else {
             return Err(problems("nothing was searched", &a.found));
         };
@@ -315,7 +326,7 @@ impl Gateway {
         let mut scope: HashMap<String, bool> = HashMap::new();
         let mut kept = Vec::new();
         for m in found {
-            if kept.len() == max {
+            if kept.len() == max.n {
                 break;
             }
             let allowed = match scope.get(&m.channel) {
@@ -349,8 +360,9 @@ impl Gateway {
         let refs: Vec<&ThreadMessage> = messages.iter().collect();
         let header = format!(
             "{} messages matching the search, newest first, from this session's channel and \
-             public channels.",
-            refs.len()
+             public channels{}.",
+            refs.len(),
+            max.note("max_results")
         );
         let (content, mut meta) = self.listing(&header, &refs).await;
         for (m, found) in meta.iter_mut().zip(&kept) {
@@ -364,6 +376,7 @@ impl Gateway {
                 "untrusted": UNTRUSTED,
                 "content": content,
                 "messages": meta,
+                "capped": max.capped(),
             }),
         ))
     }
@@ -564,7 +577,10 @@ impl Gateway {
                 )
             })?;
         if !runner.dm_allowed(&recipient) {
-            let head = format!("Permission requested: *send_dm* to <@{recipient}>");
+            let head = format!(
+                "{} *send_dm* to <@{recipient}>",
+                crate::permission::REQUESTED
+            );
             let preview = cut(&message, DM_PREVIEW_CHARS);
             let body = format!(
                 "> {}",
@@ -643,24 +659,6 @@ const SEARCH_UNSUPPORTED: &str = "search_messages is unsupported on this gateway
      search.messages does not take a bot token, and no user token is configured (set [slack] \
      user_token or SLACK_USER_TOKEN to a token with search:read)";
 
-/// The first message and the latest `max - 1` others, oldest first; how
-/// many were left out.
-fn pick(thread: &[ThreadMessage], max: usize) -> (Vec<&ThreadMessage>, usize) {
-    if thread.len() <= max {
-        return (thread.iter().collect(), 0);
-    }
-    let mut picked = vec![&thread[0]];
-    picked.extend(&thread[thread.len() - (max - 1)..]);
-    (picked, thread.len() - max)
-}
-
-fn left_note(left_out: usize) -> String {
-    match left_out {
-        0 => String::new(),
-        n => format!(" ({n} earlier left out)"),
-    }
-}
-
 /// An emoji name as Slack's reactions take it: no colons.
 fn check_emoji(name: &str) -> Result<(), String> {
     // `:+1::skin-tone-3:` is wrapped in colons too, skin tone or not.
@@ -696,27 +694,6 @@ fn check_emoji(name: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn message(ts: &str) -> ThreadMessage {
-        ThreadMessage {
-            ts: ts.into(),
-            user: Some("U1".into()),
-            bot_id: None,
-            text: ts.into(),
-        }
-    }
-
-    #[test]
-    fn picks_keep_the_first_message_and_the_latest() {
-        let thread: Vec<ThreadMessage> = (0..60).map(|i| message(&format!("1.{i:02}"))).collect();
-        let (picked, left) = pick(&thread, 50);
-        assert_eq!((picked.len(), left), (50, 10));
-        assert_eq!(picked[0].ts, "1.00");
-        assert_eq!(picked[1].ts, "1.11");
-        assert_eq!(picked[49].ts, "1.59");
-        let (all, none) = pick(&thread[..50], 50);
-        assert_eq!((all.len(), none), (50, 0));
-    }
 
     #[test]
     fn emoji_names_are_checked() {

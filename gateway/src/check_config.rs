@@ -19,6 +19,7 @@ use calvin_common::config_check::{
 };
 
 use crate::config::{GatewayConfig, Mode};
+use crate::secrets::StoreDir;
 use crate::workspace::{Workspace, WorkspaceError};
 
 /// Checks the configuration at `path`: the configuration (its `dir` set)
@@ -190,9 +191,14 @@ fn summary(path: &Path, config: &GatewayConfig, repos: usize) -> String {
     } else {
         "uploads off".to_owned()
     });
-    parts.push(match &config.secrets.store_dir {
-        Some(dir) => format!("secrets in {}", dir.display()),
-        None => "no secret store".to_owned(),
+    parts.push(match config.store_dir() {
+        StoreDir::Configured(dir) => format!("secrets in {}", dir.display()),
+        // Not a problem of the file: only request_secret refuses then.
+        StoreDir::Default(Some(dir)) => match uncreatable_dir(&dir) {
+            None => format!("secrets in {} (the default)", dir.display()),
+            Some(why) => format!("no usable secret store folder ({why}): set [secrets] store_dir"),
+        },
+        StoreDir::Default(None) => "no secret store folder: set [secrets] store_dir".to_owned(),
     });
     format!("{}: ok: {}", path.display(), parts.join(", "))
 }

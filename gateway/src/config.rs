@@ -33,8 +33,8 @@
 //! enabled = true                   # false: send_file refuses, and says so
 //! max_bytes = 104857600            # 100 MiB, the most
 //!
-//! [secrets]
-//! store_dir = "/var/lib/calvin-gateway/secrets"   # key: the environment's SP_STORE_KEY
+//! [secrets]                        # request_secret's store, encrypted with the environment's SP_STORE_KEY
+//! # store_dir = "/var/lib/calvin-gateway/secrets"   # default $XDG_STATE_HOME/calvin/secrets, else ~/.local/state/calvin/secrets (made 0700)
 //! # runtime_dir = "/run/user/1000/calvin/sessions"   # the sessions' env files (BASH_ENV); default $XDG_RUNTIME_DIR/calvin/sessions, else ~/.local/state/calvin/sessions
 //!
 //! [spawn]
@@ -74,6 +74,7 @@ use calvin_common::config_check::out_of_range;
 use serde::{Deserialize, Deserializer};
 
 use crate::chat::Platform;
+use crate::secrets::StoreDir;
 use crate::workspace::WorkspaceConfig;
 
 /// Which tools exist and which refuse (the spec's availability table).
@@ -303,6 +304,7 @@ impl Default for UploadsConfig {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SecretsConfig {
+    /// The secret store's folder; the default is [`GatewayConfig::store_dir`]'s.
     pub store_dir: Option<PathBuf>,
     /// Where each session's env file (its secrets, for BASH_ENV) is kept
     /// by default: `$XDG_RUNTIME_DIR/calvin/sessions`, else
@@ -651,6 +653,15 @@ impl GatewayConfig {
             .clone()
             .or_else(|| std::env::var("SLACK_APP_TOKEN").ok())
             .filter(|t| !t.trim().is_empty())
+    }
+
+    /// The secret store's folder: `[secrets] store_dir`, else
+    /// `$XDG_STATE_HOME/calvin/secrets`, else `~/.local/state/calvin/secrets`.
+    pub fn store_dir(&self) -> StoreDir {
+        match &self.secrets.store_dir {
+            Some(dir) => StoreDir::Configured(dir.clone()),
+            None => StoreDir::Default(state_dir().map(|state| state.join("calvin/secrets"))),
+        }
     }
 
     /// The folder of the sessions' env files.

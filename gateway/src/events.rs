@@ -288,7 +288,7 @@ mod tests {
             .expect("a client");
         EventHub::new(Arc::new(SecretRequests::new(
             chat,
-            None,
+            Err(crate::secrets::NoStore::NoKey),
             std::path::PathBuf::from("/nonexistent"),
         )))
     }

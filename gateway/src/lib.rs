@@ -4,7 +4,8 @@
 //!   [`tool_defs`]: their schemas; [`args`]: argument checks;
 //!   [`server`]: the MCP handler over stdio and streamable HTTP, the
 //!   daemon's session, event and secret-request endpoints, and the
-//!   send-file API for scripts.
+//!   send-file API for scripts; [`mcp_endpoint`]: a registered session's
+//!   MCP endpoint (rmcp's, with its sessions' ends answered 204 or 404).
 //! - [`previews`]: preview, unpreview and preview_log through the local
 //!   agent, with [`preview_log`]: the request log as text, and
 //!   [`session_previews`]: the previews that end with their session.
@@ -15,8 +16,9 @@
 //!   [`events`]: events in the gateway's terms and the hub routing them to
 //!   sessions; [`daemon_client`]: a stdio gateway's line to the daemon.
 //! - [`card`]: post_card; [`files`]: send_file's checks; [`threads`]:
-//!   read_thread and post_thread; [`permalink`]: ids and Slack's links;
-//!   [`spawn`] and [`brief`]: spawn_thread, with [`markdown_anchor`]: a
+//!   read_thread and post_thread; [`chat_tools`]: the chat-thread family,
+//!   with [`thread_window`]: which messages of a long thread it shows;
+//!   [`permalink`]: ids and Slack's links; [`spawn`] and [`brief`]: spawn_thread, with [`markdown_anchor`]: a
 //!   brief's headings and anchors, and [`web_link`]: its link on the web
 //!   host; [`checkout`], [`workspace`], [`repo_cache`] and [`git`]:
 //!   checkout_repo; [`secret_request`]: request_secret's button and form;
@@ -44,6 +46,7 @@ pub mod files;
 pub mod git;
 pub mod markdown_anchor;
 pub mod mattermost;
+pub mod mcp_endpoint;
 pub mod metrics;
 pub mod permalink;
 pub mod permission;
@@ -61,6 +64,7 @@ pub mod session_previews;
 pub mod slack;
 pub mod socket_mode;
 pub mod spawn;
+pub mod thread_window;
 pub mod threads;
 pub mod tool_defs;
 pub mod tools;

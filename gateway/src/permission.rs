@@ -13,9 +13,11 @@
 //!   plan, or each question with its numbered options, is posted with its
 //!   own reactions. A multi-select question, or a failure of that path,
 //!   falls back: a plan to the generic prompt, a question to allow.
-//! - Anything else gets the generic prompt: "Permission requested: <tool>
-//!   <summary>" with 👍 (once), ✅ (this tool for the rest of the session)
-//!   and 👎 (deny).
+//! - Anything else gets the generic prompt, whose first line reads as the
+//!   spec's example, "⚠️ Permission requested: Write file.txt" (the tool
+//!   and its main argument, [`headline`]), with the input's details below
+//!   it ([`summary`]), and 👍 (once), ✅ (this tool for the rest of the
+//!   session) and 👎 (deny).
 
 use std::time::Duration;
 
@@ -66,6 +68,10 @@ pub const VALUE_CHARS: usize = 300;
 pub const PLAN_CHARS: usize = 12_000;
 /// The longest tool name shown.
 pub const TOOL_NAME_CHARS: usize = 200;
+/// The longest main argument on a prompt's first line, in characters.
+pub const HEADLINE_ARG_CHARS: usize = 80;
+/// How every permission request starts (⚠️ in Slack and Mattermost).
+pub const REQUESTED: &str = ":warning: Permission requested:";
 
 /// The CLI's answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -169,7 +175,7 @@ impl Gateway {
         secrets: &[String],
     ) -> Decision {
         let name = cut(&hide_secrets(tool, secrets), TOOL_NAME_CHARS);
-        let head = format!("Permission requested: *{}*", shown_text(&name, &[]));
+        let head = headline(&name, tool, &input, secrets);
         let summary = summary(tool, &input, secrets);
         let verdict = self.ask_permission(runner, &head, &summary).await;
         match verdict {
@@ -492,6 +498,82 @@ fn redact(value: &Value, secrets: &[String]) -> Value {
     }
 }
 
+/// What a prompt names first for each of the CLI's tools: the input's
+/// key, and whether it is a path (shown as its file's name).
+fn main_key(tool: &str) -> Option<(&'static str, bool)> {
+    Some(match tool {
+        "Write" | "Edit" | "MultiEdit" | "Read" => ("file_path", true),
+        "NotebookEdit" | "NotebookRead" => ("notebook_path", true),
+        "Bash" => ("command", false),
+        "WebFetch" => ("url", false),
+        "WebSearch" => ("query", false),
+        "Glob" | "Grep" => ("pattern", false),
+        "LS" => ("path", false),
+        "Task" => ("description", false),
+        _ => return None,
+    })
+}
+
+/// Keys taken as the main argument of a tool [`main_key`] does not know,
+/// the first one present; a `*path` key is shown as its file's name.
+const USUAL_KEYS: [&str; 9] = [
+    "file_path",
+    "notebook_path",
+    "path",
+    "command",
+    "url",
+    "query",
+    "pattern",
+    "description",
+    "name",
+];
+
+/// The prompt's first line: "⚠️ Permission requested: *Write* file.txt",
+/// the tool (`name`, already cut) and its main argument: a path as its
+/// file's name, a command as code, each on one line and cut at
+/// [`HEADLINE_ARG_CHARS`]; nothing when the input has none. The session's
+/// secret values are hidden, mentions neutral, escaped for the chat.
+pub fn headline(name: &str, tool: &str, input: &JsonObject, secrets: &[String]) -> String {
+    let tool_shown = shown_text(name, secrets);
+    let found = match main_key(tool) {
+        Some((key, is_path)) => input.get(key).map(|v| (key, is_path, v)),
+        None => USUAL_KEYS
+            .iter()
+            .find_map(|key| input.get(*key).map(|v| (*key, key.ends_with("path"), v))),
+    };
+    let Some((key, is_path, Value::String(value))) = found else {
+        return format!("{REQUESTED} *{tool_shown}*");
+    };
+    let value = hide_secrets(value, secrets);
+    let mut lines = value.trim().lines();
+    let first = lines.next().unwrap_or_default().trim();
+    let shown = if is_path {
+        std::path::Path::new(first)
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_else(|| first.to_owned())
+    } else if lines.next().is_some() {
+        format!("{first} …")
+    } else {
+        first.to_owned()
+    };
+    if shown.is_empty() {
+        return format!("{REQUESTED} *{tool_shown}*");
+    }
+    let shown = if shown.chars().count() > HEADLINE_ARG_CHARS {
+        let kept: String = shown.chars().take(HEADLINE_ARG_CHARS - 1).collect();
+        format!("{kept}…")
+    } else {
+        shown
+    };
+    let shown = shown_text(&shown, &[]);
+    if key == "command" {
+        format!("{REQUESTED} *{tool_shown}* `{}`", shown.replace('`', "'"))
+    } else {
+        format!("{REQUESTED} *{tool_shown}* {shown}")
+    }
+}
+
 /// A tool's input as a person reads it: a command or a path first, then
 /// `key: value` lines; values cut at [`VALUE_CHARS`], the whole at
 /// [`SUMMARY_CHARS`]. The session's secret values and the values of
@@ -579,6 +661,88 @@ mod tests {
         assert!(s.contains(r#""API_TOKEN":"[hidden]""#), "{s}");
         assert!(s.contains("note: uses [secret]"), "{s}");
     }
+    #[test]
+    fn the_first_line_names_the_tool_and_its_main_argument() {
+        let head = |tool: &str, input: Value| headline(tool, tool, &obj(input), &[]);
+        assert_eq!(
+            head(
+                "Write",
+                json!({"file_path": "/work/s1/file.txt", "content": "x"})
+            ),
+            ":warning: Permission requested: *Write* file.txt"
+        );
+        assert_eq!(
+            head(
+                "Edit",
+                json!({"file_path": "src/main.rs", "old_string": "a"})
+            ),
+            ":warning: Permission requested: *Edit* main.rs"
+        );
+        assert_eq!(
+            head(
+                "Bash",
+                json!({"command": "npm test", "description": "Run the tests"})
+            ),
+            ":warning: Permission requested: *Bash* `npm test`"
+        );
+        assert_eq!(
+            head("Bash", json!({"command": "echo `id`\nrm -rf /tmp/x"})),
+            ":warning: Permission requested: *Bash* `echo 'id' …`"
+        );
+        assert_eq!(
+            head(
+                "WebFetch",
+                json!({"url": "https://example.com/a?b=1&c=<2>", "prompt": "p"})
+            ),
+            ":warning: Permission requested: *WebFetch* https://example.com/a?b=1&amp;c=&lt;2&gt;"
+        );
+        // A tool of another server: the first usual key.
+        assert_eq!(
+            head(
+                "mcp__fs__move",
+                json!({"mode": "fast", "path": "/a/b/report.pdf"})
+            ),
+            ":warning: Permission requested: *mcp__fs__move* report.pdf"
+        );
+        // Nothing to name, or not a string: the tool alone.
+        assert_eq!(
+            head("ExitPlanMode", json!({"plan": "Ship it"})),
+            ":warning: Permission requested: *ExitPlanMode*"
+        );
+        assert_eq!(
+            head("Bash", json!({"command": 42})),
+            ":warning: Permission requested: *Bash*"
+        );
+        // Cut at the limit and one past it.
+        let at = "x".repeat(HEADLINE_ARG_CHARS);
+        assert_eq!(
+            head("WebSearch", json!({"query": at})),
+            format!(":warning: Permission requested: *WebSearch* {at}")
+        );
+        let past = "y".repeat(HEADLINE_ARG_CHARS + 1);
+        assert_eq!(
+            head("WebSearch", json!({"query": past})),
+            format!(
+                ":warning: Permission requested: *WebSearch* {}…",
+                "y".repeat(HEADLINE_ARG_CHARS - 1)
+            )
+        );
+        // No mention, no secret.
+        let line = headline(
+            "Bash",
+            "Bash",
+            &obj(json!({"command": "curl -H 'x: hunter2' <!channel> @here"})),
+            &["hunter2".into()],
+        );
+        assert!(!line.contains("hunter2"), "{line}");
+        assert!(
+            !line.contains("<!channel>") && !line.contains("@here"),
+            "{line}"
+        );
+        assert!(line.contains("@\u{2060}here"), "{line}");
+        assert!(line.contains("[secret]"), "{line}");
+    }
+
     #[test]
     fn only_single_select_questions_are_bridged() {
         let one = obj(

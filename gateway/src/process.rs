@@ -117,10 +117,10 @@ pub fn assemble(
                 .context("the Mattermost client")?
         }
     };
-    let secrets = match &config.secrets.store_dir {
-        Some(dir) => SecretStore::from_env(dir).context("the secret store")?,
-        None => None,
-    };
+    let secrets = SecretStore::from_env(&config.store_dir()).context("the secret store")?;
+    if let Err(why) = &secrets {
+        tracing::info!(%why, "request_secret will refuse");
+    }
     let workspace = Workspace::from_config(&config.workspace, &config.dir)
         .map_err(|e| anyhow::anyhow!("[workspace]: {e}"))?
         .map(Arc::new);

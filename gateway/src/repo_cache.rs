@@ -9,13 +9,18 @@
 //! changes a repository's cache happens under the exclusive lock
 //! `<cache>/<name>.lock`, so sessions in several processes can check out
 //! the same repository at once.
+//!
+//! The cache is keyed by the repository's name, and the definition is the
+//! truth about where it lives: before each fetch, a cache whose `origin`
+//! names another URL than the definition's `url` (the repository moved, a
+//! typo was fixed) is pointed at the definition's.
 
 use std::fs::File;
 use std::io::{self, ErrorKind};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::git::{GitError, git, git_within, origin_head};
+use crate::git::{GitError, git, git_within, origin_head, redact_urls};
 use crate::workspace::{RepoDef, Workspace};
 
 /// How long the first fetch of a repository into the cache may take.
@@ -115,7 +120,7 @@ impl Workspace {
         let lock_path = self.cache_dir().join(format!("{name}.lock"));
         let _lock = lock(&lock_path).await.map_err(io(&lock_path))?;
         let cloned = if tokio::fs::try_exists(&cache).await.map_err(io(&cache))? {
-            update(name, &cache).await?;
+            update(repo, &cache).await?;
             false
         } else {
             clone(repo, self.cache_dir(), &cache).await?;
@@ -255,8 +260,11 @@ async fn remove_dir_if_present(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Fetches into the cache and updates `origin/HEAD`.
-async fn update(name: &str, cache: &Path) -> Result<(), CheckoutError> {
+/// Fetches into the cache from the definition's URL and updates
+/// `origin/HEAD`.
+async fn update(repo: &RepoDef, cache: &Path) -> Result<(), CheckoutError> {
+    let name = repo.name.as_str();
+    follow_definition(repo, cache).await?;
     let fetch = ["fetch", "--quiet", "--prune", "origin"];
     git_within(cache, &fetch, FETCH_TIMEOUT)
         .await
@@ -265,6 +273,37 @@ async fn update(name: &str, cache: &Path) -> Result<(), CheckoutError> {
             source,
         })?;
     set_head(name, cache).await
+}
+
+/// Points the cache's `origin` at the definition's `url` when it names
+/// another (or is missing), so the fetch that follows reads the
+/// repository the definition names, not the one the cache was made from.
+async fn follow_definition(repo: &RepoDef, cache: &Path) -> Result<(), CheckoutError> {
+    let name = repo.name.as_str();
+    let failed = |source| CheckoutError::Fetch {
+        name: name.to_owned(),
+        source,
+    };
+    // The URL as configured (`remote get-url` would apply insteadOf).
+    let known = match git(cache, &["config", "--get", "remote.origin.url"]).await {
+        Ok(url) => Some(url),
+        // Exit 1: no such key.
+        Err(GitError::Failed { code: Some(1), .. }) => None,
+        Err(other) => return Err(failed(other)),
+    };
+    let args = match &known {
+        Some(url) if *url == repo.url => return Ok(()),
+        Some(_) => ["remote", "set-url", "--", "origin", repo.url.as_str()],
+        None => ["remote", "add", "--", "origin", repo.url.as_str()],
+    };
+    git(cache, &args).await.map_err(failed)?;
+    tracing::info!(
+        repo = name,
+        was = %known.as_deref().map(redact_urls).unwrap_or_default(),
+        now = %redact_urls(&repo.url),
+        "the workspace definition names another url: the cache's origin follows it"
+    );
+    Ok(())
 }
 
 /// `git remote set-head origin --auto`; when the remote does not answer,
@@ -522,6 +561,68 @@ mod tests {
         let web = f.checkout("web", &s2, "calvin/2").await;
         assert!(web.cloned);
         assert!(s2.join("web/web.txt").exists());
+    }
+
+    #[tokio::test]
+    async fn a_moved_repository_is_fetched_from_the_definitions_new_url() {
+        let f = fixture();
+        let (s1, s2) = (f.session("s1"), f.session("s2"));
+        f.checkout("api", &s1, "calvin/1").await;
+        // The repository moves, gets a commit there, and the definition
+        // follows it; the old place is gone.
+        let old = f.root.join("remotes/acme/api.git");
+        let moved = f.root.join("remotes/acme/api-moved.git");
+        std::fs::rename(&old, &moved).expect("move the remote");
+        let seed = f.root.join("seeds/acme/api");
+        write(&seed.join("moved.txt"), "after the move\n");
+        run(&seed, &["add", "."]);
+        run(&seed, &["commit", "-q", "-m", "moved"]);
+        run(&seed, &["push", "-q", s(&moved), "main"]);
+        let later = run(&seed, &["rev-parse", "HEAD"]);
+        let config = WorkspaceConfig {
+            file: None,
+            cache_dir: Some(f.root.join("cache")),
+            repos: vec![RepoDef {
+                name: "api".into(),
+                url: s(&moved).into(),
+                published: true,
+            }],
+        };
+        let workspace = Workspace::from_config(&config, &f.root)
+            .expect("config")
+            .expect("defined");
+        let repo = workspace.resolve("api").expect("api").clone();
+        let second = workspace
+            .checkout(&repo, &s2, "calvin/2")
+            .await
+            .expect("the checkout fetches from the new url");
+        assert!(!second.cloned && !second.already, "{second:?}");
+        assert_eq!(run(&s2.join("api"), &["rev-parse", "HEAD"]), later);
+        assert!(s2.join("api/moved.txt").exists());
+        assert_eq!(
+            run(&f.cache("api"), &["config", "--get", "remote.origin.url"]),
+            s(&moved)
+        );
+        // A third session on the same definition fetches from there too.
+        let s3 = f.session("s3");
+        let third = workspace.checkout(&repo, &s3, "calvin/3").await;
+        assert!(third.is_ok(), "{third:?}");
+    }
+
+    #[tokio::test]
+    async fn a_cache_without_origin_gets_the_definitions() {
+        let f = fixture();
+        let s1 = f.session("s1");
+        f.checkout("api", &s1, "calvin/1").await;
+        run(&f.cache("api"), &["remote", "remove", "origin"]);
+        let s2 = f.session("s2");
+        let later = f.push("acme/api", "later.txt");
+        f.checkout("api", &s2, "calvin/2").await;
+        assert_eq!(run(&s2.join("api"), &["rev-parse", "HEAD"]), later);
+        assert_eq!(
+            run(&f.cache("api"), &["config", "--get", "remote.origin.url"]),
+            s(&f.root.join("remotes/acme/api.git"))
+        );
     }
 
     #[tokio::test]

@@ -35,7 +35,7 @@ use crate::args::Args;
 use crate::card::escape_mrkdwn;
 use crate::chat::{ChatBackend, Text};
 use crate::events::{ButtonClick, FormAnswer, FormSubmit};
-use crate::secrets::{SecretError, SecretStore, is_env_name};
+use crate::secrets::{NoStore, SecretError, SecretStore, is_env_name};
 use crate::session::SessionContext;
 use crate::session_env;
 
@@ -162,10 +162,11 @@ pub struct PostRequest {
     pub request: SecretRequest,
 }
 
-/// Why there is no store: the tool's refusal.
-pub const NO_KEY: &str = "request_secret is not available: this gateway has no SP_STORE_KEY, so a \
-     secret could not be stored encrypted. Set SP_STORE_KEY (64 hex digits, `openssl rand -hex \
-     32`) and [secrets] store_dir in the gateway's environment";
+/// The tool's refusal when this process has no store, naming what is
+/// missing.
+pub fn unavailable(why: &NoStore) -> String {
+    format!("request_secret is not available: {why}")
+}
 
 struct Pending {
     session: SessionContext,
@@ -179,7 +180,7 @@ struct Pending {
 /// The requests waiting for their form, in the daemon.
 pub struct SecretRequests {
     chat: Arc<dyn ChatBackend>,
-    store: Option<SecretStore>,
+    store: Result<SecretStore, NoStore>,
     runtime_dir: PathBuf,
     pending: Mutex<HashMap<String, Pending>>,
 }
@@ -187,7 +188,7 @@ pub struct SecretRequests {
 impl SecretRequests {
     pub fn new(
         chat: Arc<dyn ChatBackend>,
-        store: Option<SecretStore>,
+        store: Result<SecretStore, NoStore>,
         runtime_dir: PathBuf,
     ) -> Self {
         Self {
@@ -210,7 +211,7 @@ impl SecretRequests {
         session: &SessionContext,
         request: &SecretRequest,
     ) -> Result<Value, String> {
-        let store = self.store.as_ref().ok_or(NO_KEY)?;
+        let store = self.store.as_ref().map_err(unavailable)?;
         let owner = session
             .owner_for("no secret was requested: only the session's owner may set a secret")?;
         let name = &request.name;
@@ -388,7 +389,7 @@ impl SecretRequests {
     }
 
     async fn store(&self, p: Pending, value: String) {
-        let Some(store) = self.store.clone() else {
+        let Ok(store) = self.store.clone() else {
             return;
         };
         let key = p.session.secrets_key();

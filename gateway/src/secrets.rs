@@ -8,7 +8,17 @@
 //! `openssl rand -base64 32`). Surrounding whitespace is ignored. Anything
 //! else is refused with [`SecretError::BadKey`], whose message never
 //! repeats the key. Without `SP_STORE_KEY` there is no store
-//! ([`SecretStore::from_env`] returns `None`) and request_secret refuses.
+//! ([`SecretStore::from_env`] says [`NoStore::NoKey`]) and request_secret
+//! refuses, naming what is missing.
+//!
+//! # Folder
+//!
+//! `[secrets] store_dir`, else the default like every other piece of
+//! state: `$XDG_STATE_HOME/calvin/secrets`, else
+//! `~/.local/state/calvin/secrets` ([`StoreDir`]). The key alone is enough.
+//! A configured folder that cannot be used stops the gateway; the default
+//! one only makes request_secret refuse, naming the folder
+//! ([`NoStore::Folder`]).
 //!
 //! # Layout
 //!
@@ -109,6 +119,40 @@ pub enum SecretError {
     Tampered { path: PathBuf, name: String },
 }
 
+/// Why a gateway has no secret store: request_secret's refusal says it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoStore {
+    #[error(
+        "{KEY_ENV} is not set in the gateway's environment, so a secret could not be stored \
+         encrypted; set {KEY_ENV} (64 hex digits, `openssl rand -hex 32`) where calvin-gateway \
+         starts"
+    )]
+    NoKey,
+
+    #[error(
+        "the secret store's folder {} cannot be used ({reason}); make it usable, or set [secrets] \
+         store_dir to a folder that is",
+        path.display()
+    )]
+    Folder { path: PathBuf, reason: String },
+
+    #[error(
+        "the secret store has no folder: [secrets] store_dir is not set, and neither \
+         XDG_STATE_HOME nor HOME names a state folder; set [secrets] store_dir"
+    )]
+    NoFolder,
+}
+
+/// Where the store lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreDir {
+    /// `[secrets] store_dir`: a folder that cannot be used is an error.
+    Configured(PathBuf),
+    /// The default, `<state folder>/calvin/secrets` (`None`: no state
+    /// folder is known): a folder that cannot be used is [`NoStore`].
+    Default(Option<PathBuf>),
+}
+
 /// A directory of per-session encrypted secrets. Cheap to clone; `Send` and
 /// `Sync`.
 #[derive(Clone)]
@@ -192,23 +236,39 @@ impl SecretStore {
         })
     }
 
-    /// The store in `dir` with the key from `SP_STORE_KEY`; `None` when the
-    /// variable is unset. Set but empty or malformed is an error.
-    pub fn from_env(dir: &Path) -> Result<Option<SecretStore>, SecretError> {
+    /// The store in `dir` with the key from `SP_STORE_KEY`, or why there
+    /// is none ([`NoStore`]: no key; the default folder unusable or
+    /// unknown). A key set but empty or malformed, or a configured folder
+    /// that cannot be used, is an error.
+    pub fn from_env(dir: &StoreDir) -> Result<Result<SecretStore, NoStore>, SecretError> {
         Self::from_key_var(dir, std::env::var_os(KEY_ENV))
     }
 
     fn from_key_var(
-        dir: &Path,
+        dir: &StoreDir,
         var: Option<std::ffi::OsString>,
-    ) -> Result<Option<SecretStore>, SecretError> {
+    ) -> Result<Result<SecretStore, NoStore>, SecretError> {
         let Some(var) = var else {
-            return Ok(None);
+            return Ok(Err(NoStore::NoKey));
         };
         let key = var.into_string().map_err(|_| SecretError::BadKey {
             reason: "it is not valid UTF-8".to_owned(),
         })?;
-        Self::open(dir, &key).map(Some)
+        match dir {
+            StoreDir::Configured(dir) => Self::open(dir, &key).map(Ok),
+            StoreDir::Default(None) => {
+                parse_key(&key)?;
+                Ok(Err(NoStore::NoFolder))
+            }
+            StoreDir::Default(Some(dir)) => match Self::open(dir, &key) {
+                Ok(store) => Ok(Ok(store)),
+                Err(SecretError::Io { path, source, .. }) => Ok(Err(NoStore::Folder {
+                    path,
+                    reason: source.to_string(),
+                })),
+                Err(other) => Err(other),
+            },
+        }
     }
 
     /// A new random key, as 64 hex digits, suitable for `SP_STORE_KEY`.
@@ -867,20 +927,68 @@ mod tests {
     fn from_env_value() {
         let root = tempfile::tempdir().expect("tempdir");
         let dir = root.path().join("store");
-        assert!(
-            SecretStore::from_key_var(&dir, None)
+        let configured = StoreDir::Configured(dir.clone());
+        assert_eq!(
+            SecretStore::from_key_var(&configured, None)
                 .expect("unset")
-                .is_none()
+                .map(|_| ()),
+            Err(NoStore::NoKey)
         );
         assert!(!dir.exists(), "no store without a key");
         assert!(matches!(
-            SecretStore::from_key_var(&dir, Some("".into())),
+            SecretStore::from_key_var(&configured, Some("".into())),
             Err(SecretError::BadKey { .. })
         ));
-        let store = SecretStore::from_key_var(&dir, Some(KEY_HEX.into()))
+        let store = SecretStore::from_key_var(&configured, Some(KEY_HEX.into()))
             .expect("set")
             .expect("some");
         assert_eq!(store.dir(), dir);
         assert!(!format!("{store:?}").contains("0001"));
+    }
+
+    #[test]
+    fn the_default_folder_is_made_0700_and_an_unusable_one_is_named() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = root.path().join("state/calvin/secrets");
+        let default = StoreDir::Default(Some(dir.clone()));
+        let store = SecretStore::from_key_var(&default, Some(KEY_HEX.into()))
+            .expect("a good key")
+            .expect("the default folder");
+        assert_eq!(store.dir(), dir);
+        let mode = std::fs::metadata(&dir).expect("made").permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+
+        // A file where the folder's parent should be.
+        let blocked = root.path().join("file");
+        std::fs::write(&blocked, "x").expect("file");
+        let under_file = blocked.join("calvin/secrets");
+        let no = SecretStore::from_key_var(
+            &StoreDir::Default(Some(under_file.clone())),
+            Some(KEY_HEX.into()),
+        )
+        .expect("not an error: the default folder only refuses")
+        .map(|_| ())
+        .expect_err("unusable");
+        assert!(matches!(&no, NoStore::Folder { path, .. } if *path == under_file));
+        assert!(
+            no.to_string().starts_with(&format!(
+                "the secret store's folder {} cannot be used (",
+                under_file.display()
+            )),
+            "{no}"
+        );
+        // Configured, the same folder is an error.
+        assert!(matches!(
+            SecretStore::from_key_var(&StoreDir::Configured(under_file), Some(KEY_HEX.into())),
+            Err(SecretError::Io { .. })
+        ));
+        let none = SecretStore::from_key_var(&StoreDir::Default(None), Some(KEY_HEX.into()))
+            .expect("a good key");
+        assert_eq!(none.map(|_| ()), Err(NoStore::NoFolder));
+        // A bad key is an error whatever the folder.
+        assert!(matches!(
+            SecretStore::from_key_var(&StoreDir::Default(None), Some("short".into())),
+            Err(SecretError::BadKey { .. })
+        ));
     }
 }

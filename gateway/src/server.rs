@@ -50,8 +50,7 @@ use rmcp::model::{
     PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::transport::StreamableHttpServerConfig;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, ServiceExt};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -59,6 +58,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tracing::{info, warn};
 
 use crate::events::EventHub;
+use crate::mcp_endpoint::McpEndpoint;
 use crate::metrics::{Metrics, ToolOutcome};
 use crate::secret_request::PostRequest;
 use crate::session::SessionContext;
@@ -201,7 +201,7 @@ pub async fn serve_stdio(
 /// into its AGENTS.md. The env file's path when it was written.
 async fn session_started(gateway: &Gateway, context: &SessionContext) -> Option<PathBuf> {
     gateway.keep_workspace_list(&context.session_dir).await;
-    let store = gateway.secrets.clone()?;
+    let store = gateway.secrets.clone().ok()?;
     let env_file = context.env_file(&gateway.runtime_dir);
     let key = context.secrets_key();
     let path = env_file.clone();
@@ -328,7 +328,7 @@ async fn serve_send_file_socket(
 /// of MCP sessions and scripts use it.
 struct Registration {
     runner: Arc<Runner>,
-    mcp: StreamableHttpService<McpHandler, LocalSessionManager>,
+    mcp: McpEndpoint<McpHandler>,
     /// The env file written for it, removed when it ends.
     env_file: Option<PathBuf>,
 }
@@ -592,7 +592,7 @@ impl Daemon {
         let runner = Arc::new(Runner::sharing_previews(context, self.previews.clone()));
         let (gateway, shared, metrics) =
             (self.gateway.clone(), runner.clone(), self.metrics.clone());
-        let mcp = StreamableHttpService::new(
+        let mcp = McpEndpoint::new(
             move || {
                 Ok(McpHandler::new(
                     gateway.clone(),
@@ -600,7 +600,6 @@ impl Daemon {
                     metrics.clone(),
                 ))
             },
-            Arc::new(LocalSessionManager::default()),
             StreamableHttpServerConfig::default()
                 .with_allowed_hosts(loopback_hosts(self.addr))
                 .with_allowed_origins(self.origins())

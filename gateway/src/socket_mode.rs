@@ -314,7 +314,7 @@ mod tests {
             .expect("a client");
         let requests = Arc::new(crate::secret_request::SecretRequests::new(
             chat,
-            None,
+            Err(crate::secrets::NoStore::NoKey),
             std::path::PathBuf::from("/nonexistent"),
         ));
         let routing = Routing::new(Arc::new(EventHub::new(requests)), Metrics::default());

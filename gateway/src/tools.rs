@@ -23,8 +23,8 @@ use crate::config::{LauncherConfig, Mode, PermissionsConfig};
 use crate::daemon_client::DaemonClient;
 use crate::decisions::ReactionRoute;
 use crate::files;
-use crate::secret_request::{NO_KEY, SecretRequest, SecretRequests};
-use crate::secrets::SecretStore;
+use crate::secret_request::{SecretRequest, SecretRequests, unavailable};
+use crate::secrets::{NoStore, SecretStore};
 use crate::session::{Counters, SessionContext};
 use crate::session_previews::{PreviewOwners, SessionPreviews};
 use crate::tool_defs::all_tools;
@@ -37,7 +37,8 @@ pub struct Gateway {
     pub chat: Arc<dyn ChatBackend>,
     pub uploads_enabled: bool,
     pub max_upload_bytes: u64,
-    pub secrets: Option<SecretStore>,
+    /// The secret store, or why this process has none.
+    pub secrets: Result<SecretStore, NoStore>,
     /// checkout_repo's definition, when the gateway has one.
     pub workspace: Option<Arc<Workspace>>,
     /// spawn_thread's launcher.
@@ -394,8 +395,8 @@ impl Gateway {
         let request = SecretRequest::parse(args)?;
         // This process scans what send_file and post_card send for the
         // session's secrets: without the key it could not.
-        if self.secrets.is_none() {
-            return Err(NO_KEY.into());
+        if let Err(why) = &self.secrets {
+            return Err(unavailable(why));
         }
         let secrets = self.secret_values(&runner.context).await?;
         if files::contains_secret(request.reason.as_bytes(), &secrets) {
@@ -458,7 +459,7 @@ impl Gateway {
         &self,
         context: &SessionContext,
     ) -> Result<Vec<String>, String> {
-        let Some(store) = self.secrets.clone() else {
+        let Ok(store) = self.secrets.clone() else {
             return Ok(vec![]);
         };
         let key = context.secrets_key();

@@ -14,11 +14,13 @@ plus "steps": a list of
     {"op": "shell", "cmd": [...], "env": {...}, "cwd": "..."} -> {"code", "stdout", "stderr"}
       (a script run while the session is open, e.g. calvin-send-file)
 
-Prints one JSON object per step, one per line, to stdout.
+Prints one JSON object per step, one per line, to stdout; what the SDK
+logs (warnings and worse) goes to stderr.
 """
 
 import asyncio
 import json
+import logging
 import sys
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -104,4 +106,5 @@ async def main():
                 await run_steps(session, scenario["steps"])
 
 
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(name)s %(levelname)s %(message)s")
 asyncio.run(main())

@@ -38,6 +38,12 @@ pub struct GatewaySetup {
     pub serve_extra: String,
     /// Whether the gateway's environment has `SP_STORE_KEY`.
     pub store_key: bool,
+    /// Whether gateway.toml names [`store_dir`](Self::store_dir) (else
+    /// the gateway's default folder is used).
+    pub store_dir_configured: bool,
+    /// Variables set in the gateway's environment besides [`env`](Self::env)'s
+    /// (`XDG_STATE_HOME`, `HOME`); an empty `XDG_*` one counts as unset.
+    pub env_extra: Vec<(String, String)>,
     /// The session's channel, thread and owner.
     pub channel: String,
     pub thread_ts: String,
@@ -64,6 +70,8 @@ impl GatewaySetup {
             chat_section: None,
             serve_extra: String::new(),
             store_key: true,
+            store_dir_configured: true,
+            env_extra: Vec::new(),
             channel: CHANNEL.into(),
             thread_ts: THREAD_TS.into(),
             owner: Some(OWNER.into()),
@@ -116,10 +124,13 @@ impl GatewaySetup {
         let mut env = gateway_env();
         env["TMPDIR"] = json!(self.temp_dir());
         env["RUST_LOG"] = json!(self.rust_log);
-        if !self.store_key
-            && let Some(env) = env.as_object_mut()
-        {
-            env.remove("SP_STORE_KEY");
+        if let Some(env) = env.as_object_mut() {
+            if !self.store_key {
+                env.remove("SP_STORE_KEY");
+            }
+            for (key, value) in &self.env_extra {
+                env.insert(key.clone(), json!(value));
+            }
         }
         env
     }
@@ -143,11 +154,15 @@ impl GatewaySetup {
                 slack_extra = self.slack_extra,
             ),
         };
+        let store = if self.store_dir_configured {
+            format!("store_dir = \"{}\"\n", self.store_dir().display())
+        } else {
+            String::new()
+        };
         let text = format!(
-            "mode = \"{mode}\"\n{agent}\n{chat}[secrets]\nstore_dir = \"{store}\"\n\
+            "mode = \"{mode}\"\n{agent}\n{chat}[secrets]\n{store}\
              runtime_dir = \"{run}\"\n[serve]\ntoken_file = \"{token}\"\n{serve_extra}{extra}\n",
             mode = self.mode,
-            store = self.store_dir().display(),
             run = self.runtime_dir().display(),
             token = self.token_file().display(),
             serve_extra = self.serve_extra,
@@ -254,6 +269,12 @@ fn next_number() -> u64 {
 
 /// Runs a scenario through the Python SDK; returns one JSON value per step.
 pub async fn drive(scenario: Value) -> Vec<Value> {
+    drive_logged(scenario).await.0
+}
+
+/// [`drive`], with what the SDK logged (its stderr: warnings such as
+/// "Session termination failed: 202").
+pub async fn drive_logged(scenario: Value) -> (Vec<Value>, String) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("py/mcp_drive.py");
     let mut child = tokio::process::Command::new(crate::python::python())
         .arg(&script)
@@ -279,10 +300,11 @@ pub async fn drive(scenario: Value) -> Vec<Value> {
         output.status.success(),
         "mcp_drive.py failed\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
     );
-    stdout
+    let steps = stdout
         .lines()
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
-        .collect()
+        .collect();
+    (steps, stderr.into_owned())
 }
 
 /// A call result's text.

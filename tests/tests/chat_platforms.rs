@@ -34,10 +34,10 @@ macro_rules! on_both {
 }
 
 on_both!(
-    read_post_reads_a_post_or_its_thread_of_at_most_50,
+    read_post_reads_a_post_or_the_thread_around_it_capped_at_50,
     read_post_keeps_to_its_platforms_scope,
-    list_thread_reads_the_session_thread_or_a_linked_one_of_at_most_50,
-    read_channel_history_returns_the_latest_100_at_most_in_scope,
+    list_thread_reads_the_session_thread_or_a_linked_one_capped_at_50,
+    read_channel_history_returns_the_latest_messages_capped_at_100_in_scope,
     react_to_post_reacts_to_the_latest_message_or_a_linked_one,
     update_own_post_edits_only_the_bots_posts_up_to_4000_characters,
     search_messages_keeps_only_in_scope_channels,
@@ -82,7 +82,7 @@ fn hidden_from_bot(platform: Platform, channel: &str) -> String {
 
 // ---- the claude-threads family ----
 
-async fn read_post_reads_a_post_or_its_thread_of_at_most_50(platform: Platform) {
+async fn read_post_reads_a_post_or_the_thread_around_it_capped_at_50(platform: Platform) {
     let w = World::on(platform, "one-machine").await;
     let session = w.channels.session.clone();
     let (parent, replies) = w.seed_thread(&session, 59);
@@ -109,19 +109,43 @@ async fn read_post_reads_a_post_or_its_thread_of_at_most_50(platform: Platform) 
         )),
         "{c}"
     );
+    // The first message, then the 49 around the post (the 6th): it is in.
     let s = ok(&out[1]);
     let ids = listed(s);
     assert_eq!((ids.len(), s["left_out"].as_u64()), (50, Some(10)));
     assert_eq!(ids[0], parent);
-    assert_eq!(ids[1..], replies[10..]);
-    refused(
-        &out[2],
-        "max_messages must be an integer from 1 to 50, got 51",
+    assert_eq!(ids[1..], replies[..49]);
+    assert_eq!(s["capped"], false);
+    // 51 is capped at 50, and the answer says so.
+    let s = ok(&out[2]);
+    assert_eq!(listed(s), ids);
+    assert_eq!(s["capped"], true);
+    assert!(
+        content(s).contains("(max_messages 51 is capped at 50)"),
+        "{}",
+        content(s)
     );
-    assert_eq!(listed(ok(&out[3])).len(), 20);
+    let s = ok(&out[3]);
+    assert_eq!(listed(s).len(), 20);
+    assert!(listed(s).contains(&replies[4]));
     refused(
         &out[4],
-        "max_messages must be an integer from 1 to 50, got 0",
+        "max_messages must be a positive integer (above 50 it is capped at 50), got 0",
+    );
+    // A reply deep in the thread is in the answer, with its neighbours.
+    let deep = w.link(&session, &replies[40]);
+    let out = drive(
+        w.setup
+            .stdio(json!([read(json!({"url": deep, "include_thread": true}))])),
+    )
+    .await;
+    let s = ok(&out[0]);
+    let ids = listed(s);
+    assert_eq!(ids[0], parent);
+    assert_eq!(ids[1..], replies[31..50]);
+    assert_eq!(
+        (s["left_out_earlier"].as_u64(), s["left_out_later"].as_u64()),
+        (Some(31), Some(9))
     );
     w.nothing_written();
 }
@@ -169,7 +193,7 @@ async fn read_post_keeps_to_its_platforms_scope(platform: Platform) {
     w.nothing_written();
 }
 
-async fn list_thread_reads_the_session_thread_or_a_linked_one_of_at_most_50(platform: Platform) {
+async fn list_thread_reads_the_session_thread_or_a_linked_one_capped_at_50(platform: Platform) {
     let w = World::on(platform, "self-hosted").await;
     let ch = w.channels.clone();
     let remark = w.post(&ch.session, "alice", "an earlier remark", Some(&w.thread()));
@@ -197,15 +221,21 @@ async fn list_thread_reads_the_session_thread_or_a_linked_one_of_at_most_50(plat
     );
     assert_eq!(ids[0], parent);
     assert!(content(s).starts_with(&format!("The thread {parent} in #general: 50 of its 60")));
-    refused(
-        &out[2],
-        "max_messages must be an integer from 1 to 50, got 51",
+    let s = ok(&out[2]);
+    assert_eq!(listed(s), ids);
+    assert_eq!(s["capped"], true);
+    assert!(
+        content(s).contains("(max_messages 51 is capped at 50)"),
+        "{}",
+        content(s)
     );
     assert_eq!(listed(ok(&out[3])).len(), 20);
     w.nothing_written();
 }
 
-async fn read_channel_history_returns_the_latest_100_at_most_in_scope(platform: Platform) {
+async fn read_channel_history_returns_the_latest_messages_capped_at_100_in_scope(
+    platform: Platform,
+) {
     let w = World::on(platform, "self-hosted").await;
     let ch = w.channels.clone();
     let posted: Vec<String> = (1..=120)
@@ -234,9 +264,13 @@ async fn read_channel_history_returns_the_latest_100_at_most_in_scope(platform: 
     let s = ok(&out[0]);
     assert_eq!(listed(s), posted[20..]);
     assert_eq!(s["has_more"], true);
-    refused(
-        &out[1],
-        "max_messages must be an integer from 1 to 100, got 101",
+    let s = ok(&out[1]);
+    assert_eq!(listed(s), posted[20..]);
+    assert_eq!(s["capped"], true);
+    assert!(
+        content(s).contains("(max_messages 101 is capped at 100)"),
+        "{}",
+        content(s)
     );
     assert_eq!(listed(ok(&out[2])), posted[100..]);
     match platform {
@@ -292,6 +326,20 @@ async fn react_to_post_reacts_to_the_latest_message_or_a_linked_one(platform: Pl
         Platform::Mattermost => refused(&out[6], "the bot is not in that channel"),
     }
     assert!(w.reactions(&ch.elsewhere, &unjoined).is_empty());
+    if platform == Platform::Mattermost {
+        // An older server keeps a post's reactions to the channel's
+        // members: the same answer, not "not found".
+        w.fake_mattermost().set_reactions_members_only(true);
+        let out = drive(w.setup.stdio(json!([
+            react(json!({"emoji": "eyes", "url": w.link(&ch.elsewhere, &unjoined)})),
+            react(json!({"emoji": "tada", "url": w.link(&ch.general, &in_general)})),
+        ])))
+        .await;
+        refused(&out[0], "the bot is not in that channel");
+        assert!(!text(&out[0]).contains("not_found"), "{}", out[0]);
+        assert!(w.reactions(&ch.elsewhere, &unjoined).is_empty());
+        ok(&out[1]);
+    }
 }
 
 async fn update_own_post_edits_only_the_bots_posts_up_to_4000_characters(platform: Platform) {
@@ -377,10 +425,14 @@ async fn search_messages_keeps_only_in_scope_channels(platform: Platform) {
             "{m}"
         );
     }
-    ok(&out[1]);
-    refused(
-        &out[2],
-        "max_results must be an integer from 1 to 25, got 26",
+    let at_cap = listed(ok(&out[1]));
+    let s = ok(&out[2]);
+    assert_eq!(listed(s), at_cap);
+    assert_eq!(s["capped"], true);
+    assert!(
+        content(s).contains("(max_results 26 is capped at 25)"),
+        "{}",
+        content(s)
     );
     refused(&out[3], "500");
     w.nothing_written();
@@ -627,6 +679,13 @@ async fn permission_prompt_is_answered_by_the_owners_reaction_only(platform: Pla
     );
     let task = tokio::spawn(drive(GatewayDaemon::http(&mcp, json!([ask]))));
     let prompt = permission_prompt(&w).await;
+    // The spec's "⚠️ Permission requested: Write file.txt", each
+    // platform's markup around the tool's name.
+    let first_line = match platform {
+        Platform::Slack => ":warning: Permission requested: *Write* a.txt",
+        Platform::Mattermost => ":warning: Permission requested: **Write** a.txt",
+    };
+    assert_eq!(prompt.text.lines().next(), Some(first_line), "{prompt:?}");
     // Bob is in the channel, but neither the owner nor allowed: nothing
     // changes.
     w.react("bob", "+1", &prompt.channel, &prompt.id).await;

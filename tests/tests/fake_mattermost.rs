@@ -720,6 +720,28 @@ async fn reactions_follow_the_emoji_rules_and_do_not_duplicate() {
         .await;
     assert_app_error(&outside, 403, "api.context.permissions.app_error");
     assert_eq!(w.fake.reactions(&post).len(), 2);
+
+    // The bot reads the reactions of a public channel it has not joined,
+    // unless the server keeps them to members, as older ones do.
+    let path = format!("/posts/{elsewhere}/reactions");
+    assert_eq!(w.api.get(&path).await.status, StatusCode::OK);
+    w.fake.set_reactions_members_only(true);
+    let kept = w.api.get(&path).await;
+    assert_app_error(&kept, 403, "api.context.permissions.app_error");
+    assert!(
+        kept.text.contains("permission=read_channel"),
+        "{}",
+        kept.text
+    );
+    let mine = w.api.get(&format!("/posts/{post}/reactions")).await;
+    assert_eq!(
+        mine.body.as_array().map(Vec::len),
+        Some(2),
+        "a member reads them"
+    );
+    // The post itself stays readable.
+    let read = w.api.get(&format!("/posts/{elsewhere}")).await;
+    assert_eq!(read.status, StatusCode::OK);
 }
 
 fn multipart(boundary: &str, channel: &str, files: &[(&str, &[u8])]) -> Vec<u8> {

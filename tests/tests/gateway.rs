@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use calvin_tests::gateway::{
-    CHANNEL, GatewayDaemon, GatewaySetup, THREAD_TS, assert_refused, call, drive, gateway_env,
-    text, tool_names,
+    CHANNEL, GatewayDaemon, GatewaySetup, THREAD_TS, assert_refused, call, drive, drive_logged,
+    gateway_env, text, tool_names,
 };
 use calvin_tests::{Origin, TestAgent, TestEdge, binary, curl};
 use serde_json::{Value, json};
@@ -674,6 +674,73 @@ async fn the_http_daemon_serves_registered_sessions_and_checks_host_and_origin()
     assert_eq!(foreign_origin.status, 403, "{}", foreign_origin.text());
     let unknown = curl(ca, &[&format!("{}/sessions/nope/mcp", daemon.base)]).await;
     assert_eq!(unknown.status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_session_ends_without_a_complaint_from_the_sdk_and_an_unknown_one_is_404() {
+    let setup = GatewaySetup::new("self-hosted").await;
+    let daemon = GatewayDaemon::start(&setup).await;
+    let registered = daemon.register(GatewayDaemon::context_of(&setup)).await;
+    let mcp_url = registered["mcp_url"].as_str().expect("mcp_url").to_owned();
+
+    // The SDK ends its session with a DELETE when the client closes.
+    let (out, logged) = drive_logged(GatewayDaemon::http(&mcp_url, json!([{"op": "list"}]))).await;
+    assert_eq!(tool_names(&out[0]), self_hosted_tools());
+    assert!(
+        !logged.contains("Session termination failed"),
+        "the SDK complained at the session's end:\n{logged}"
+    );
+    // stdio has no DELETE; nothing to complain about there either.
+    let (out, logged) = drive_logged(setup.stdio(json!([{"op": "list"}]))).await;
+    assert_eq!(tool_names(&out[0]), self_hosted_tools());
+    assert!(!logged.contains("Session termination failed"), "{logged}");
+
+    // By hand: a session made, ended (204), ended again and used after
+    // (404), and an id the daemon never gave (404).
+    let ca = std::path::Path::new("/dev/null");
+    let mcp_headers = [
+        "-H",
+        "content-type: application/json",
+        "-H",
+        "accept: application/json, text/event-stream",
+    ];
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "curl", "version": "1"}}
+    })
+    .to_string();
+    let mut args = vec!["--max-time", "10", "-X", "POST"];
+    args.extend(mcp_headers);
+    args.extend(["--data", &initialize, &mcp_url]);
+    let made = curl(ca, &args).await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    let id = made
+        .header("mcp-session-id")
+        .expect("the session's id")
+        .to_owned();
+    let header = format!("mcp-session-id: {id}");
+    let delete = |header: String| {
+        let url = mcp_url.clone();
+        async move { curl(ca, &["-X", "DELETE", "-H", &header, &url]).await }
+    };
+    let ended = delete(header.clone()).await;
+    assert_eq!(ended.status, 204, "{}", ended.text());
+    assert!(ended.body.is_empty());
+    let again = delete(header.clone()).await;
+    assert_eq!(again.status, 404, "{}", again.text());
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+    let mut args = vec!["--max-time", "10", "-X", "POST", "-H", &header];
+    args.extend(mcp_headers);
+    args.extend(["--data", &list, &mcp_url]);
+    let after = curl(ca, &args).await;
+    assert_eq!(after.status, 404, "{}", after.text());
+    let unknown = delete("mcp-session-id: never-given".into()).await;
+    assert_eq!(unknown.status, 404, "{}", unknown.text());
+    // Without an id, rmcp says one is needed.
+    let bare = curl(ca, &["-X", "DELETE", &mcp_url]).await;
+    assert_eq!(bare.status, 400, "{}", bare.text());
+    daemon.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

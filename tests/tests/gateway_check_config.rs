@@ -126,6 +126,59 @@ fn a_good_config_passes_with_a_one_line_summary() {
 }
 
 #[test]
+fn without_store_dir_the_summary_names_the_default_secret_folder() {
+    let s = Setup::new();
+    let config = s.config("").replace(
+        &format!("store_dir = \"{}\"\n", s.path("secrets").display()),
+        "",
+    );
+    let path = s.write("gateway.toml", &config);
+    let run = |env: &[(&str, &Path)]| {
+        let mut command = std::process::Command::new(binary("calvin-gateway"));
+        command
+            .args(["check-config", &path.display().to_string()])
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("SLACK_BOT_TOKEN");
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let out = command.output().expect("calvin-gateway runs");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let stdout = run(&[("XDG_STATE_HOME", &s.path("state"))]);
+    assert!(
+        stdout.ends_with(&format!(
+            ", secrets in {} (the default)\n",
+            s.path("state/calvin/secrets").display()
+        )),
+        "{stdout}"
+    );
+    let stdout = run(&[("HOME", &s.path("home"))]);
+    assert!(
+        stdout.ends_with(&format!(
+            ", secrets in {} (the default)\n",
+            s.path("home/.local/state/calvin/secrets").display()
+        )),
+        "{stdout}"
+    );
+    // A file where the state folder should be: the gateway would run, and
+    // request_secret would refuse, naming it.
+    std::fs::write(s.path("blocked"), "a file\n").expect("file");
+    let stdout = run(&[("XDG_STATE_HOME", &s.path("blocked"))]);
+    assert!(
+        stdout.contains(&format!(
+            ", no usable secret store folder (cannot create {}: {} is not a directory): set \
+             [secrets] store_dir",
+            s.path("blocked/calvin/secrets").display(),
+            s.path("blocked").display()
+        )),
+        "{stdout}"
+    );
+    assert!(!s.path("state").exists(), "checking makes nothing");
+}
+
+#[test]
 fn every_problem_is_named_with_its_key_and_line_in_line_order() {
     let s = Setup::new();
     std::fs::set_permissions(

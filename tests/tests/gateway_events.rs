@@ -385,9 +385,82 @@ async fn without_sp_store_key_request_secret_says_why() {
         "listed even so: {names:?}"
     );
     for refused in [&over_http[1], &over_stdio[0]] {
-        assert_refused(refused, "this gateway has no SP_STORE_KEY");
+        assert_refused(
+            refused,
+            "request_secret is not available: SP_STORE_KEY is not set in the gateway's \
+             environment",
+        );
     }
     assert!(setup.slack.messages().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sp_store_key_alone_stores_secrets_in_the_default_state_folder() {
+    use std::os::unix::fs::PermissionsExt;
+    let mut setup = setup().await;
+    setup.store_dir_configured = false;
+    let state = setup.dir.path().join("state");
+    setup.env_extra = vec![("XDG_STATE_HOME".into(), state.display().to_string())];
+    let (_daemon, registered) = daemon(&setup).await;
+    let mcp = registered["mcp_url"].as_str().expect("mcp_url").to_owned();
+    let env_file = std::path::PathBuf::from(registered["env_file"].as_str().expect("env_file"));
+    let ask = call(
+        "request_secret",
+        json!({"name": "DEFAULT_KEY", "reason": "the default folder"}),
+    );
+    let out = drive(GatewayDaemon::http(&mcp, json!([ask]))).await;
+    assert_ok(&out[0]);
+    set_secret(&setup, "DEFAULT_KEY", "hunter2-default-folder").await;
+    let folder = state.join("calvin/secrets");
+    let mode = std::fs::metadata(&folder)
+        .expect("the default folder is made")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+    let stored: Vec<std::path::PathBuf> = std::fs::read_dir(&folder)
+        .expect("folder")
+        .map(|entry| entry.expect("entry").path())
+        .filter(|p| p.to_string_lossy().ends_with(".json"))
+        .collect();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    let file = std::fs::read_to_string(&stored[0]).expect("the session's file");
+    assert!(
+        file.contains("DEFAULT_KEY") && !file.contains("hunter2"),
+        "{file}"
+    );
+    assert_eq!(
+        bash(&env_file, "printf '%s' \"$DEFAULT_KEY\""),
+        "hunter2-default-folder"
+    );
+    assert!(!setup.store_dir().exists(), "no configured folder was used");
+
+    // A stdio gateway with HOME and no XDG_STATE_HOME: ~/.local/state. It
+    // opens its store, then refuses for want of the daemon, not of a key.
+    let home = setup.dir.path().join("home");
+    setup.env_extra = vec![
+        ("XDG_STATE_HOME".into(), String::new()),
+        ("HOME".into(), home.display().to_string()),
+    ];
+    let out = drive(setup.stdio(json!([ask]))).await;
+    assert_refused(&out[0], "set [daemon] url in gateway.toml");
+    let mode = std::fs::metadata(home.join(".local/state/calvin/secrets"))
+        .expect("made under HOME")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+
+    // A default folder that cannot be made is named.
+    let blocked = setup.dir.path().join("blocked");
+    std::fs::write(&blocked, "a file\n").expect("file");
+    setup.env_extra = vec![("XDG_STATE_HOME".into(), blocked.display().to_string())];
+    let out = drive(setup.stdio(json!([ask]))).await;
+    assert_refused(
+        &out[0],
+        &format!(
+            "request_secret is not available: the secret store's folder {} cannot be used (",
+            blocked.join("calvin/secrets").display()
+        ),
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -142,10 +142,16 @@ async fn the_cli_request_is_answered_by_an_allowed_reaction_only() {
     let first = prompt(slack, "Permission requested", 1, 3).await;
     assert_eq!(first.thread_ts.as_deref(), Some(setup.thread_ts.as_str()));
     let shown = first.text.clone().expect("text");
-    assert!(
-        shown.contains("*Bash*") && shown.contains("`npm test`"),
+    // The spec's "⚠️ Permission requested: Write file.txt": the tool and
+    // its main argument first, the details below.
+    let mut lines = shown.lines();
+    assert_eq!(
+        lines.next(),
+        Some(":warning: Permission requested: *Bash* `npm test`"),
         "{shown}"
     );
+    assert_eq!(lines.next(), Some("`npm test`"), "{shown}");
+    assert_eq!(lines.next(), Some("description: Run the tests"), "{shown}");
     let options: Vec<String> = slack
         .reactions_added()
         .into_iter()
@@ -212,6 +218,15 @@ async fn allow_all_is_remembered_for_that_tool_only_and_readers_never_ask() {
         ]),
     );
     let write_prompt = prompt(slack, "*Write*", 1, 3).await;
+    let shown = write_prompt.text.clone().expect("text");
+    assert_eq!(
+        shown.lines().take(2).collect::<Vec<_>>(),
+        [
+            ":warning: Permission requested: *Write* a.txt",
+            "`/tmp/a.txt`"
+        ],
+        "{shown}"
+    );
     react(slack, OWNER, "white_check_mark", &write_prompt).await;
     let edit_prompt = prompt(slack, "*Edit*", 1, 3).await;
     react(slack, OWNER, "+1", &edit_prompt).await;
@@ -229,7 +244,7 @@ async fn allow_all_is_remembered_for_that_tool_only_and_readers_never_ask() {
         .messages()
         .into_iter()
         .filter_map(|m| m.text)
-        .filter(|t| t.starts_with("Permission requested"))
+        .filter(|t| t.starts_with(":warning: Permission requested"))
         .collect();
     assert_eq!(
         prompts.len(),
@@ -327,7 +342,7 @@ async fn an_answer_given_as_soon_as_the_prompt_shows_counts() {
         s.messages().into_iter().find(|m| {
             m.text
                 .as_deref()
-                .is_some_and(|t| t.starts_with("Permission requested"))
+                .is_some_and(|t| t.starts_with(":warning: Permission requested"))
         })
     };
     slack
@@ -633,7 +648,7 @@ async fn send_dm_asks_before_a_first_dm_and_stops_at_three() {
             .filter(|m| m
                 .text
                 .as_deref()
-                .is_some_and(|t| t.starts_with("Permission requested: *send_dm*")))
+                .is_some_and(|t| t.starts_with(":warning: Permission requested: *send_dm*")))
             .count(),
         2,
         "one prompt per recipient: ✅ allowed the friend for the session"

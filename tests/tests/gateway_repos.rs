@@ -464,3 +464,63 @@ async fn two_sessions_racing_for_one_repository_both_get_it_on_their_own_branch(
         "the cache and two worktrees:\n{worktrees}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_whose_url_changes_is_fetched_from_the_new_url_by_the_next_session() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let cache = root.path().join("cache");
+    let old = bare_repo(
+        root.path(),
+        "acme",
+        "web",
+        &[("index.html", "<h1>v1</h1>\n")],
+    );
+    let definition = |url: &Path| {
+        format!(
+            "[workspace]\ncache_dir = \"{}\"\n[[workspace.repos]]\nname = \"web\"\nurl = \"{}\"\n",
+            cache.display(),
+            url.display()
+        )
+    };
+    let mut first = GatewaySetup::new("self-hosted").await;
+    first.extra = definition(&old);
+    first.thread_ts = "1700000000.000100".into();
+    let step = json!([call("checkout_repo", json!({"repos": ["web"]}))]);
+    let out = drive(first.stdio(step.clone())).await;
+    assert_ok(&out[0]);
+    assert_eq!(out[0]["structured"]["repos"][0]["cloned"], true);
+
+    // The repository moves (its old place is gone), gets a commit there,
+    // and the definition is changed to its new URL.
+    let moved = root.path().join("remotes/acme/web-moved.git");
+    std::fs::rename(&old, &moved).expect("move the remote");
+    let seed = root.path().join("seed-acme-web");
+    git(
+        &seed,
+        &["remote", "set-url", "origin", moved.to_str().expect("p")],
+    );
+    std::fs::write(seed.join("index.html"), "<h1>v2</h1>\n").expect("edit");
+    git(&seed, &["commit", "-q", "-am", "after the move"]);
+    git(&seed, &["push", "-q", "origin", "HEAD:main"]);
+    let later = git(&seed, &["rev-parse", "HEAD"]);
+
+    let mut second = GatewaySetup::new("self-hosted").await;
+    second.extra = definition(&moved);
+    second.thread_ts = "1700000000.000200".into();
+    let out = drive(second.stdio(step)).await;
+    assert_ok(&out[0]);
+    assert_eq!(out[0]["structured"]["repos"][0]["cloned"], false);
+    let web = second.session_dir().join("web");
+    assert_eq!(git(&web, &["rev-parse", "HEAD"]), later);
+    assert_eq!(
+        std::fs::read_to_string(web.join("index.html")).expect("file"),
+        "<h1>v2</h1>\n"
+    );
+    assert_eq!(
+        git(
+            &cache.join("web.git"),
+            &["config", "--get", "remote.origin.url"]
+        ),
+        moved.display().to_string()
+    );
+}

@@ -723,7 +723,14 @@ impl ChatBackend for MattermostBackend {
             .client
             .reactions(ts)
             .await
-            .map_err(|e| or_code(e, "message_not_found"))?;
+            .map_err(|e| match e.status() {
+                // The post was just read, so it is there: a server that keeps
+                // a post's reactions to channel members (older ones check
+                // `read_channel`) refuses a bot that has not joined the
+                // public channel, as saving a reaction does.
+                Some(403) => ChatError::Api("not_in_channel".into()),
+                _ => or_code(e, "message_not_found"),
+            })?;
         if reactions
             .iter()
             .any(|r| r.user_id == bot && r.emoji_name == name)
@@ -1178,6 +1185,33 @@ mod tests {
         );
         assert_eq!(
             chat.add_reaction(D, P, "eyes").await.unwrap_err(),
+            ChatError::Api("message_not_found".into())
+        );
+    }
+
+    #[tokio::test]
+    async fn reactions_kept_to_members_say_the_bot_is_not_in_the_channel() {
+        // An older server: reading a post is a public channel's right,
+        // reading its reactions a member's.
+        let (chat, seen) = mm(|method, path, _| match (method, path) {
+            ("GET", p) if p == format!("/posts/{P}") => ok(json!({"id": P, "channel_id": C})),
+            ("GET", p) if p == format!("/posts/{P}/reactions") => {
+                refused(403, "api.context.permissions.app_error")
+            }
+            _ => refused(404, "x"),
+        })
+        .await;
+        assert_eq!(
+            chat.add_reaction(C, P, "eyes").await.unwrap_err(),
+            ChatError::Api("not_in_channel".into())
+        );
+        assert!(
+            !seen.lock().unwrap().iter().any(|s| s.method == "POST"),
+            "nothing was saved"
+        );
+        // A post that is not there is still not found.
+        assert_eq!(
+            chat.add_reaction(C, R, "eyes").await.unwrap_err(),
             ChatError::Api("message_not_found".into())
         );
     }

@@ -566,7 +566,11 @@ mod tests {
 
     fn hub() -> (Arc<EventHub>, Ephemerals) {
         let (tx, rx) = mpsc::unbounded_channel();
-        let requests = SecretRequests::new(Arc::new(Recorder(tx)), None, PathBuf::from("/none"));
+        let requests = SecretRequests::new(
+            Arc::new(Recorder(tx)),
+            Err(crate::secrets::NoStore::NoKey),
+            PathBuf::from("/none"),
+        );
         (Arc::new(EventHub::new(Arc::new(requests))), rx)
     }
 

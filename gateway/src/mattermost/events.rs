@@ -785,7 +785,11 @@ mod tests {
         // A client that is never called: no click or form here.
         let chat = crate::slack::backend("http://127.0.0.1:9/api/", "xoxb-unused".into())
             .expect("a client");
-        let requests = SecretRequests::new(chat, None, PathBuf::from("/nonexistent"));
+        let requests = SecretRequests::new(
+            chat,
+            Err(crate::secrets::NoStore::NoKey),
+            PathBuf::from("/nonexistent"),
+        );
         Arc::new(EventHub::new(Arc::new(requests)))
     }
 

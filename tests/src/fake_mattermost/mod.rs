@@ -409,6 +409,13 @@ impl FakeMattermost {
         self.state().ephemeral_allowed = allowed;
     }
 
+    /// Whether reading a post's reactions needs the channel's membership,
+    /// as on older servers (default no: anyone who may read the channel,
+    /// a public one included, as on current servers).
+    pub fn set_reactions_members_only(&self, members_only: bool) {
+        self.state().reactions_members_only = members_only;
+    }
+
     /// How long a dropped connection can be resumed (default
     /// [`RESUME_WINDOW`]).
     pub fn set_resume_window(&self, window: Duration) {

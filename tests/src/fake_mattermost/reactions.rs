@@ -119,7 +119,13 @@ pub(crate) fn save(state: &mut State, caller: &str, body: &Value) -> Outcome {
 pub(crate) fn list(state: &State, caller: &str, post_id: &str) -> Outcome {
     let post = state.post(post_id);
     let channel = post.and_then(|p| state.channel(&p.channel_id));
-    if !channel.is_some_and(|c| state.can_read(c, caller)) {
+    // `reactions.yaml`: "Must have `read_channel` permission for the
+    // channel the post is in", which older servers give members only.
+    if state.reactions_members_only {
+        if !channel.is_some_and(|c| c.is_member(caller)) {
+            return Err(AppError::permissions("read_channel"));
+        }
+    } else if !channel.is_some_and(|c| state.can_read(c, caller)) {
         return Err(AppError::permissions("read_channel_content"));
     }
     let reactions = state.reactions(post_id).unwrap_or_default();

@@ -104,6 +104,9 @@ pub(crate) struct State {
     pub trigger_ttl: Duration,
     pub max_file_size: u64,
     pub ephemeral_allowed: bool,
+    /// Reading a post's reactions needs the channel's membership, as on
+    /// older servers (`read_channel`), not only the right to read it.
+    pub reactions_members_only: bool,
     pub post_records: Vec<PostRecord>,
     pub updates: Vec<Update>,
     pub ephemerals: Vec<Ephemeral>,
@@ -142,6 +145,7 @@ impl State {
             trigger_ttl: TRIGGER_TTL,
             max_file_size: MAX_FILE_SIZE,
             ephemeral_allowed: true,
+            reactions_members_only: false,
             post_records: Vec::new(),
             updates: Vec::new(),
             ephemerals: Vec::new(),
