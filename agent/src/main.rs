@@ -17,6 +17,7 @@ async fn main_async() -> ExitCode {
     let cli = cli::Cli::parse();
     let format = cli.log.format;
     calvin_common::process::init_tracing(cli.log_filter(), format);
+    calvin_common::json_panics(format);
     match cli::run(cli).await {
         Ok(code) => code,
         Err(err) => {

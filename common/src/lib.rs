@@ -61,14 +61,40 @@ pub use tracing::Level;
 #[cfg(feature = "cli")]
 /// Writes a line a person reads on stderr (a fatal error, a problem in a
 /// configuration): as it is in text, or as a log object of `level` in JSON
-/// (every line of a JSON log parses).
+/// (every line of a JSON log parses), the program's own, as [`note`]'s:
+/// never filtered out.
 pub fn say(format: LogFormat, level: tracing::Level, line: &str) {
-    match (format, level) {
-        (LogFormat::Text, _) => eprintln!("{line}"),
-        (LogFormat::Json, tracing::Level::ERROR) => tracing::error!("{line}"),
-        (LogFormat::Json, tracing::Level::WARN) => tracing::warn!("{line}"),
-        (LogFormat::Json, _) => tracing::info!("{line}"),
+    note(format, &program_target(), level, line);
+}
+
+#[cfg(feature = "cli")]
+/// With `--log-format json`, a panic's message is a log object too (its
+/// default hook writes plain lines).
+pub fn json_panics(format: LogFormat) {
+    if format == LogFormat::Json {
+        std::panic::set_hook(Box::new(|info| {
+            let line = format!("panic: {info}");
+            note(
+                LogFormat::Json,
+                &program_target(),
+                tracing::Level::ERROR,
+                &line,
+            );
+        }));
     }
+}
+
+#[cfg(feature = "cli")]
+/// The running program's name as a log target (`calvin-edge`:
+/// `calvin_edge`).
+fn program_target() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| {
+            exe.file_stem()
+                .map(|s| s.to_string_lossy().replace('-', "_"))
+        })
+        .unwrap_or_else(|| "calvin".to_owned())
 }
 
 /// A fact a process tells its user and their scripts: an address it

@@ -554,7 +554,7 @@ impl ConfigFile {
             share_key: state_files::load_or_make_key(
                 &self.state_dir.join(crate::share::SHARE_KEY_FILE),
             )?,
-            live_names: Some(self.state_dir.join(crate::live_names::FILE)),
+            names_file: Some(self.state_dir.join(crate::name_store::FILE)),
         })
     }
 }

@@ -176,7 +176,7 @@ impl DevArgs {
             },
             reset_key: state.reset_key,
             share_key: state.share_key,
-            live_names: Some(state.dir.join(crate::live_names::FILE)),
+            names_file: Some(state.dir.join(crate::name_store::FILE)),
             cluster: None,
         }
     }

@@ -33,8 +33,8 @@ pub mod health;
 pub mod host;
 mod http3;
 mod http_server;
-pub mod live_names;
 pub mod metrics;
+pub mod name_store;
 pub mod proxy;
 mod quic_ids;
 pub mod rates;
@@ -104,8 +104,8 @@ pub struct Edge {
     grace: Duration,
     admin: Arc<Admin>,
     admin_listener: Option<TcpListener>,
-    /// Where the names served are kept ([`live_names`]).
-    live_names: Option<std::path::PathBuf>,
+    /// Where the names served and held are kept ([`name_store`]).
+    names_file: Option<std::path::PathBuf>,
     #[cfg(feature = "cluster")]
     cluster: Option<ClusterParts>,
 }
@@ -139,12 +139,12 @@ impl Edge {
             Duration::from_secs(limits.name_lease_secs),
             limits.max_previews_per_account,
         ));
-        if let Some(path) = &settings.live_names {
-            live_names::expect_back(
-                &routes,
-                path,
-                Duration::from_secs(limits.reconnect_wait_secs),
-            );
+        if let Some(path) = &settings.names_file {
+            // A cluster's store holds its names: only those this edge
+            // served are expected back from the file.
+            let restore = settings.cluster.is_none();
+            let wait = Duration::from_secs(limits.reconnect_wait_secs);
+            name_store::start(&routes, path, wait, restore);
         }
         let counts = metrics::Counts::default();
         let certificates = match &settings.certificates {
@@ -393,7 +393,7 @@ impl Edge {
                 serving: Arc::new(AtomicBool::new(false)),
             }),
             admin_listener: None,
-            live_names: settings.live_names,
+            names_file: settings.names_file,
             #[cfg(feature = "cluster")]
             cluster,
         })
@@ -534,14 +534,14 @@ impl Edge {
                 }
             }
         });
-        // The names served, kept for the next start until the agents'
-        // connections are closed (their names then read offline, and are
-        // expected back).
+        // The names served and held, kept for the next start until the
+        // agents' connections are closed (their names then read offline,
+        // and are expected back).
         let (names_stop_tx, names_stop) = watch::channel(false);
         let names_kept = self
-            .live_names
+            .names_file
             .clone()
-            .map(|path| tokio::spawn(live_names::keep(self.routes.clone(), path, names_stop)));
+            .map(|path| tokio::spawn(name_store::keep(self.routes.clone(), path, names_stop)));
         let keeper = tokio::spawn(self.certificates.keep(
             self.domain.clone(),
             self.certs.clone(),

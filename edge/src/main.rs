@@ -69,6 +69,7 @@ async fn main_async() -> ExitCode {
     let cli = Cli::parse();
     let format = cli.log.format;
     calvin_edge::init_tracing(format);
+    calvin_common::json_panics(format);
     match run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

@@ -257,6 +257,16 @@ impl Proxy {
         failed: Option<&Arc<Upstream>>,
     ) -> Option<Arc<Upstream>> {
         let mut deadline = arrived + self.waits.reconnect;
+        // One its agent had before the edge restarted is waited for as long
+        // again as the agent may take to learn that its connection is gone
+        // (its next keep-alive draws the new edge's stateless reset),
+        // within the time given to come back.
+        if self.routes.is_coming_back(name)
+            && let Some(window) = self.routes.coming_back_until()
+        {
+            let longest = deadline + calvin_proto::KEEP_ALIVE_INTERVAL;
+            deadline = deadline.max(longest.min(tokio::time::Instant::from_std(window)));
+        }
         // A name made with a time to live is not waited for past its end.
         if let Some(end) = self.routes.ends_at(name) {
             deadline = deadline.min(tokio::time::Instant::from_std(end));
@@ -529,6 +539,11 @@ impl Proxy {
                 // Its time to live ran out while the visitor waited.
                 None if matches!(self.routes.lookup(&name), Lookup::Ended) => {
                     return Err(EdgeError::Ended(name));
+                }
+                // Served before the edge restarted, its agent still on its
+                // way back: a 503 to retry.
+                None if self.routes.is_coming_back(&name) => {
+                    return Err(EdgeError::NotBackYet(name));
                 }
                 None => return Err(EdgeError::AgentOffline(name)),
             },

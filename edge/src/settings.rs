@@ -36,12 +36,12 @@ pub struct Settings {
     /// [`crate::share`]); kept across restarts, so links stay valid. In a
     /// cluster, the cluster's key (in etcd) is used instead.
     pub share_key: [u8; 32],
-    /// Where the edge keeps the names it serves (see [`crate::live_names`]):
-    /// started again, it expects those back, and for a while a request
-    /// for one not claimed yet waits for it, then hears "retry shortly",
-    /// rather than "no such preview". `None`: nothing kept, nothing
-    /// expected.
-    pub live_names: Option<PathBuf>,
+    /// Where the edge keeps the names it serves and holds (see
+    /// [`crate::name_store`]): started again, it holds them for their
+    /// owners, and for a while a request for one served before whose agent
+    /// is not back waits for it, then hears "retry shortly". `None`:
+    /// nothing kept, nothing expected.
+    pub names_file: Option<PathBuf>,
     /// Several edges acting as one; `None`: this edge alone.
     pub cluster: Option<crate::cluster::ClusterSettings>,
 }

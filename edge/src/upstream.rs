@@ -362,6 +362,16 @@ struct Pooled {
 }
 
 impl Pooled {
+    /// Marks a request of the `expect` kind in flight, unless the response
+    /// checker found the connection unusable meanwhile (then false: it is
+    /// not used).
+    fn send_next(&self, expect: u8) -> bool {
+        let idle = Expect::Idle as u8;
+        self.expect
+            .compare_exchange(idle, expect, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
     /// Whether the response checker let the connection go on: not after
     /// bytes no request asked for (an origin that wrote a body after a
     /// 204, a 304 or a HEAD's answer, or past its length), which would
@@ -554,8 +564,10 @@ impl Upstream {
         client: SocketAddr,
     ) -> Result<(Response<Incoming>, Pooled), UpstreamError> {
         while let Some(mut conn) = self.take_idle() {
+            if !conn.send_next(expect) {
+                continue;
+            }
             let Some(req) = unsent.take() else { break };
-            conn.expect.store(expect, Ordering::Release);
             let mut guard = AbortUnlessAnswered(Some(conn.task.clone()));
             match conn.sender.try_send_request(*req).await {
                 Ok(response) => {
@@ -584,7 +596,12 @@ impl Upstream {
         let Some(req) = unsent.take() else {
             return Err(UpstreamError::Tunnel("no request to send".into()));
         };
-        conn.expect.store(expect, Ordering::Release);
+        if !conn.send_next(expect) {
+            // Nothing of the request left: the next visitor may try again.
+            return Err(UpstreamError::Tunnel(
+                "the server sent bytes before it was asked anything".into(),
+            ));
+        }
         let mut guard = AbortUnlessAnswered(Some(conn.task.clone()));
         let response = conn.sender.send_request(*req).await?;
         guard.0 = None;
@@ -672,7 +689,8 @@ impl Upstream {
         let opened = tokio::time::timeout(limit + wait, self.open_stream(client, wait))
             .await
             .map_err(|_| UpstreamError::ConnectTimeout((limit + wait).as_secs()))??;
-        let expect = Arc::new(AtomicU8::new(0));
+        // Nothing asked yet: bytes before the first request are refused.
+        let expect = Arc::new(AtomicU8::new(Expect::Idle as u8));
         let checked = FramingGate::for_responses(opened, expect.clone(), RESPONSE_HEAD_LIMITS);
         // hyper's own limit on header fields is RESPONSE_HEAD_LIMITS' (set
         // explicitly, it would fill that many slots for every head).

@@ -14,12 +14,16 @@
 //! Input layout: one flags byte, then up to 7 piece sizes (the low 3 bits
 //! of the flags say how many), then the stream. Flag bit 3 checks it as an
 //! origin's responses (bits 4-5: to a GET, a HEAD or a CONNECT) instead of
-//! visitors' requests.
+//! visitors' requests. With bit 6 too, the pool sends another request
+//! (of the same kind) whenever a response has ended and a piece was
+//! read, so that the responses after the first are checked as well: then
+//! only the same pieces fed twice must agree (whole, the stream has no
+//! moment between responses at which a request is sent).
 
 #![no_main]
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicU8;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use std::io;
 use std::pin::Pin;
@@ -67,6 +71,14 @@ fuzz_target!(|data: &[u8]| {
             Checker::for_responses(LIMITS, Arc::new(AtomicU8::new(expect as u8)))
         }
     };
+    if flags & 0x48 == 0x48 {
+        let cell = || Arc::new(AtomicU8::new(expect as u8));
+        let (first, second) = (cell(), cell());
+        let once = feed_sending(&first, expect, stream, sizes);
+        let again = feed_sending(&second, expect, stream, sizes);
+        assert_eq!(once, again, "the same pieces twice {sizes:?}");
+        return;
+    }
     let whole = feed(checker(), stream, &[]);
     let pieces = feed(checker(), stream, sizes);
     assert_eq!(whole, pieces, "whole vs pieces {sizes:?}");
@@ -252,7 +264,24 @@ const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
 /// Feeds `stream` to `checker` in pieces of `sizes` (the rest at once), as
 /// the gate does: the bytes passed are released, a partial head is kept
 /// and checked again as it grows.
-fn feed(mut checker: Checker, stream: &[u8], sizes: &[u8]) -> Outcome {
+/// [`feed`] with a pool that sends the next request (an `expect`) whenever
+/// the checker has found the last response's end, between pieces.
+fn feed_sending(cell: &Arc<AtomicU8>, expect: Expect, stream: &[u8], sizes: &[u8]) -> Outcome {
+    let checker = Checker::for_responses(LIMITS, cell.clone());
+    let send = || {
+        let idle = Expect::Idle as u8;
+        let _ = cell.compare_exchange(idle, expect as u8, Ordering::AcqRel, Ordering::Acquire);
+    };
+    feed_with(checker, stream, sizes, send)
+}
+
+fn feed(checker: Checker, stream: &[u8], sizes: &[u8]) -> Outcome {
+    feed_with(checker, stream, sizes, || {})
+}
+
+/// Feeds `stream` to `checker` as reads bring it, `sizes` at a time (the
+/// rest at once), calling `between` after each read was checked.
+fn feed_with(mut checker: Checker, stream: &[u8], sizes: &[u8], between: impl Fn()) -> Outcome {
     let (mut base, mut checked, mut end) = (0u64, 0u64, 0usize);
     let mut cuts = sizes.iter().map(|&s| usize::from(s).max(1));
     while end < stream.len() {
@@ -268,6 +297,7 @@ fn feed(mut checker: Checker, stream: &[u8], sizes: &[u8]) -> Outcome {
                 );
                 checked = checker.resume_at(to, end as u64);
                 base = base.max(to);
+                between();
             }
             Checked::Refused {
                 message, refusal, ..

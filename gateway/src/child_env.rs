@@ -8,9 +8,9 @@
 use tokio::process::Command;
 
 /// What a program needs from the gateway's environment to run as the
-/// user: the locale, the home, the path, ssh (its agent and the user's
-/// command) and proxies.
-const PASSED: [&str; 26] = [
+/// user: the locale, the home, the path, its runtime and state folders,
+/// ssh (its agent and the user's command) and proxies.
+const PASSED: [&str; 27] = [
     "PATH",
     "HOME",
     "USER",
@@ -24,6 +24,9 @@ const PASSED: [&str; 26] = [
     "TZ",
     "TMPDIR",
     "XDG_RUNTIME_DIR",
+    // Where the state folders are (the secret store's default among
+    // them): a session's gateway finds the daemon's.
+    "XDG_STATE_HOME",
     "TERM",
     "SSH_AUTH_SOCK",
     "GIT_SSH_COMMAND",

@@ -110,6 +110,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let format = cli.log.format;
     init_tracing(format);
+    calvin_common::json_panics(format);
     let stdio = matches!(cli.command, Command::Mcp { .. });
     let failed = |err: &dyn std::fmt::Display| {
         calvin_common::say(
@@ -344,6 +345,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 listen = %http,
                 metrics = metrics_addr.map(|a| a.to_string()).unwrap_or_default(),
                 events = hub.is_some(),
+                secrets = %gateway.secret_store_said(),
                 "calvin-gateway serving"
             );
             let serving_metrics = metrics_listener.map(|l| {

@@ -567,8 +567,13 @@ pub fn headline(name: &str, tool: &str, input: &JsonObject, secrets: &[String]) 
         shown
     };
     let shown = shown_text(&shown, &[]);
-    if key == "command" {
-        format!("{REQUESTED} *{tool_shown}* `{}`", shown.replace('`', "'"))
+    if key == "command" && shown.contains('`') {
+        // A code span cannot hold a backtick, and one replaced would show
+        // another command (`id` run, 'id' read): the command is shown
+        // whole below, in a block that can.
+        format!("{REQUESTED} *{tool_shown}* (a command with backticks, below)")
+    } else if key == "command" {
+        format!("{REQUESTED} *{tool_shown}* `{shown}`")
     } else {
         format!("{REQUESTED} *{tool_shown}* {shown}")
     }
@@ -602,7 +607,7 @@ pub fn summary(tool: &str, input: &JsonObject, secrets: &[String]) -> String {
     if let Some(key) = lead
         && let Some(v) = input.get(key)
     {
-        lines.push(format!("`{}`", value_text(v).replace('`', "'")));
+        lines.push(as_code(&value_text(v)));
     }
     for (key, v) in &input {
         if Some(key.as_str()) == lead {
@@ -615,9 +620,41 @@ pub fn summary(tool: &str, input: &JsonObject, secrets: &[String]) -> String {
     shown_text(&cut(&lines.join("\n"), SUMMARY_CHARS), &[])
 }
 
+/// `text` as code exactly as it is: a code span, or, when it holds a
+/// backtick or a line break, a code block (which shows single backticks
+/// as they are; a run of three is broken with zero-width spaces, so that
+/// it cannot end the block).
+fn as_code(text: &str) -> String {
+    if text.contains('`') || text.contains('\n') {
+        let text = text.replace("```", "`\u{200b}`\u{200b}`");
+        format!("```\n{text}\n```")
+    } else {
+        format!("`{text}`")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_with_backticks_is_shown_as_it_is() {
+        let input = obj(json!({"command": "echo `id` > out"}));
+        let line = headline("Bash", "Bash", &input, &[]);
+        assert!(
+            line.ends_with("*Bash* (a command with backticks, below)"),
+            "{line}"
+        );
+        let below = summary("Bash", &input, &[]);
+        assert!(below.starts_with("```\necho `id` &gt; out\n```"), "{below}");
+        let plain = obj(json!({"command": "make test"}));
+        assert!(headline("Bash", "Bash", &plain, &[]).ends_with("*Bash* `make test`"));
+        assert!(summary("Bash", &plain, &[]).starts_with("`make test`"));
+        // Three backticks cannot close the block early.
+        let fence = obj(json!({"command": "echo ```; rm -rf x"}));
+        let below = summary("Bash", &fence, &[]);
+        assert_eq!(below.matches("```").count(), 2, "{below}");
+    }
 
     fn obj(v: Value) -> JsonObject {
         v.as_object().cloned().unwrap_or_default()
@@ -686,8 +723,12 @@ mod tests {
             ":warning: Permission requested: *Bash* `npm test`"
         );
         assert_eq!(
+            head("Bash", json!({"command": "echo id\nrm -rf /tmp/x"})),
+            ":warning: Permission requested: *Bash* `echo id …`"
+        );
+        assert_eq!(
             head("Bash", json!({"command": "echo `id`\nrm -rf /tmp/x"})),
-            ":warning: Permission requested: *Bash* `echo 'id' …`"
+            ":warning: Permission requested: *Bash* (a command with backticks, below)"
         );
         assert_eq!(
             head(

@@ -118,9 +118,6 @@ pub fn assemble(
         }
     };
     let secrets = SecretStore::from_env(&config.store_dir()).context("the secret store")?;
-    if let Err(why) = &secrets {
-        tracing::info!(%why, "request_secret will refuse");
-    }
     let workspace = Workspace::from_config(&config.workspace, &config.dir)
         .map_err(|e| anyhow::anyhow!("[workspace]: {e}"))?
         .map(Arc::new);

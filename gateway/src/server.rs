@@ -156,7 +156,11 @@ pub async fn serve_stdio(
     // Scripts are a convenience: the tools work without their socket.
     let scripts = match calvin_common::unix_socket::bind(&socket).await {
         Ok(listener) => {
-            info!(socket = %socket.display(), "send-file socket ({SEND_FILE_SOCKET_ENV})");
+            info!(
+                socket = %socket.display(),
+                secrets = %gateway.secret_store_said(),
+                "send-file socket ({SEND_FILE_SOCKET_ENV})"
+            );
             Some(tokio::spawn(serve_send_file_socket(
                 listener,
                 gateway.clone(),

@@ -248,6 +248,17 @@ fn available(mode: Mode, tool: &str, has_workspace: bool) -> Option<Availability
 }
 
 impl Gateway {
+    /// Where the secrets are kept, or why there is no store: said in each
+    /// process's first line (the daemon and each stdio gateway find the
+    /// default folder from their own environment, so two that disagree
+    /// are seen).
+    pub fn secret_store_said(&self) -> String {
+        match &self.secrets {
+            Ok(store) => store.dir().display().to_string(),
+            Err(why) => format!("none: {why}"),
+        }
+    }
+
     /// The tools this gateway's mode lists; a listed tool that refuses
     /// says so in its description.
     pub fn tools(&self) -> Vec<Tool> {

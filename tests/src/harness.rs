@@ -128,7 +128,7 @@ impl TestEdge {
             limits: options.limits,
             reset_key: state.reset_key,
             share_key: state.share_key,
-            live_names: Some(state_dir.join(calvin_edge::live_names::FILE)),
+            names_file: Some(state_dir.join(calvin_edge::name_store::FILE)),
             cluster: None,
         };
         let edge = Edge::bind(settings).await.expect("edge binds");

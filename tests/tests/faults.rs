@@ -523,7 +523,7 @@ async fn an_idle_budget_as_large_as_the_agents_streams_is_refused() {
         },
         reset_key: state.reset_key,
         share_key: state.share_key,
-        live_names: None,
+        names_file: None,
         cluster: None,
     };
     let max = calvin_proto::MAX_DATA_STREAMS as usize;

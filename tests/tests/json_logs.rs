@@ -38,11 +38,14 @@ impl Combined {
         }
     }
 
-    /// Every line so far, each parsed; a line that is not a JSON object
-    /// with a level, a message and a time fails.
+    /// Every whole line so far, each parsed; a line that is not a JSON
+    /// object with a level, a message and a time fails. (A last line
+    /// without its newline is still being written.)
     fn lines(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(&self.output).unwrap_or_default();
-        text.lines()
+        let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+        whole
+            .lines()
             .map(|line| {
                 let value: Value = serde_json::from_str(line)
                     .unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}\nin:\n{text}"));
@@ -203,6 +206,75 @@ async fn the_edge_and_the_agent_write_only_json_lines() {
         edge_lines.len(),
         agent_lines.len(),
         share_lines.len()
+    );
+}
+
+/// `calvin-edge serve` in JSON, as an operator runs it: its facts and its
+/// log (an access line, a refused request) in one stream, every line an
+/// object.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_served_edge_writes_only_json_lines() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let zone = "preview.test";
+    let certs = calvin_edge::dev::load_or_create(&dir.path().join("certs"), zone).expect("certs");
+    let config = format!(
+        r#"domain = "{zone}"
+state_dir = "{state}"
+[admin]
+listen = "127.0.0.1:0"
+[listen]
+https = "127.0.0.1:0"
+http = "127.0.0.1:0"
+quic = "127.0.0.1:0"
+plain_http = "serve"
+[tls]
+cert_file = "{cert}"
+key_file = "{key}"
+[[accounts]]
+name = "a"
+token = "{token}"
+[log]
+access = true
+"#,
+        state = dir.path().join("state").display(),
+        cert = certs.dir.join("edge.pem").display(),
+        key = certs.dir.join("edge.key").display(),
+        token = token_for("a"),
+    );
+    let config_path = dir.path().join("edge.toml");
+    write_secret(&config_path, &config);
+    let edge = Combined::start(
+        "calvin-edge",
+        &["serve", "--config", config_path.to_str().expect("utf-8")],
+        &dir.path().join("edge.out"),
+        &[("RUST_LOG", calvin_edge::DEFAULT_LOG_FILTER)],
+    );
+    let listening = edge.event("listening").await;
+    let (https, quic) = (address(&listening, "https"), address(&listening, "quic"));
+    for key in ["http", "admin"] {
+        address(&listening, key);
+    }
+    assert_eq!(
+        field(&listening, "previews"),
+        format!("https://{{name}}.{zone}:{}", https.port())
+    );
+    let ca = dir.path().join("certs/ca.pem");
+    let agent = TestAgent::start_to(quic, &ca, &token_for("a")).await;
+    let origin = Origin::start().await;
+    agent.preview(origin.port, Some("web")).await;
+    let resolve = |name: &str| format!("{name}.{zone}:{}:127.0.0.1", https.port());
+    let url = |name: &str| format!("https://{name}.{zone}:{}/hello", https.port());
+    let served = curl(&ca, &["--resolve", &resolve("web"), &url("web")]).await;
+    assert_eq!(served.status, 200, "{served:?}");
+    let unknown = curl(&ca, &["--resolve", &resolve("nowhere"), &url("nowhere")]).await;
+    assert_eq!(unknown.status, 404, "{unknown:?}");
+    drop(agent);
+    let lines = edge.stop().await;
+    let access: Vec<&Value> = lines.iter().filter(|l| l["message"] == "access").collect();
+    assert_eq!(access.len(), 2, "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l["message"] == "edge stopped"),
+        "{lines:?}"
     );
 }
 

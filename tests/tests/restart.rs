@@ -120,15 +120,24 @@ async fn killed_edge_binary_restarts_and_the_agent_binary_reconnects_within_15_s
     assert!(!socket.exists(), "the agent removes its socket on exit");
 }
 
-/// Every front's answer for `name` on `edge`, asked at once: HTTPS over
-/// HTTP/1.1 and HTTP/2, HTTP/3, plain HTTP; as (front, status, the edge's
-/// error code).
-async fn every_front(edge: &TestEdge, name: &str) -> Vec<(&'static str, u16, String)> {
+/// Every front's answer for `name` on `edge`, asked at once and each
+/// given `within` seconds: HTTPS over HTTP/1.1 and HTTP/2, HTTP/3, plain
+/// HTTP; as (front, status, the edge's error code).
+async fn every_front(
+    edge: &TestEdge,
+    name: &str,
+    within: &str,
+) -> Vec<(&'static str, u16, String)> {
     let http = format!("{}/hello", edge.http_url(name));
     let https = format!("{}/hello", edge.url(name));
     let h3 = h3_url(edge, name, "/hello");
-    every_front_at(&edge.ca(), &https, &http, &h3, edge.quic).await
+    every_front_at(&edge.ca(), &https, &http, &h3, edge.quic, within).await
 }
+
+/// The time an answer "at once" is given: less than a request waits for
+/// an agent (`reconnect_wait_secs`, and a keep-alive more after a restart),
+/// which is the wrong answer's way.
+const AT_ONCE: &str = "4";
 
 /// [`every_front`] for the URLs of any edge: its HTTPS and plain HTTP
 /// URLs, and its HTTP/3 URL, served at `quic`.
@@ -138,18 +147,20 @@ async fn every_front_at(
     http: &str,
     h3: &str,
     quic: std::net::SocketAddr,
+    within: &str,
 ) -> Vec<(&'static str, u16, String)> {
     let code = |out: &CurlOutput| out.header("x-calvin-error").unwrap_or_default().to_owned();
     let (h1_args, h2_args) = (
-        ["--http1.1", "--max-time", "20", https],
-        ["--http2", "--max-time", "20", https],
+        ["--http1.1", "--max-time", within, https],
+        ["--http2", "--max-time", within, https],
     );
-    let plain_args = ["--max-time", "20", http];
+    let plain_args = ["--max-time", within, http];
+    let h3_args = ["--timeout", within];
     let (h1, h2, plain, h3) = tokio::join!(
         curl(ca, &h1_args),
         curl(ca, &h2_args),
         curl(ca, &plain_args),
-        h3client_at(quic, ca, h3, &[]),
+        h3client_at(quic, ca, h3, &h3_args),
     );
     vec![
         ("h1", h1.status, code(&h1)),
@@ -187,7 +198,8 @@ async fn a_fresh_edge_answers_an_unknown_name_404_at_once_on_every_front() {
     let https = format!("{}/", edge.url_template.replace("{name}", "nosuchname"));
     let http = format!("http://nosuchname.{DOMAIN}:{}/", edge.http.port());
     let h3 = format!("https://nosuchname.{DOMAIN}:{}/", edge.quic.port());
-    let answers = every_front_at(&edge_dir.join("ca.pem"), &https, &http, &h3, edge.quic).await;
+    let ca = edge_dir.join("ca.pem");
+    let answers = every_front_at(&ca, &https, &http, &h3, edge.quic, AT_ONCE).await;
     all_answer(&answers, 404, "unknown-preview");
     eprintln!("answered {answers:?} within {:?}", started.elapsed());
 }
@@ -230,13 +242,22 @@ async fn after_a_restart_only_the_names_served_before_and_not_back_get_503() {
     // At once, before any agent is back: the name served before waits for
     // its agent, then hears "retry shortly"; a name never served is
     // unknown.
-    let (away, typo) = tokio::join!(every_front(&edge, "away"), every_front(&edge, "typo"));
+    let (away, typo) = tokio::join!(
+        every_front(&edge, "away", "20"),
+        every_front(&edge, "typo", AT_ONCE)
+    );
     all_answer(&away, 503, "not-back-yet");
     all_answer(&typo, 404, "unknown-preview");
     eprintln!(
         "away {away:?}, typo {typo:?}, {:?} after the restart",
         restarted.elapsed()
     );
+    // The names are still their owners': another account's agent cannot
+    // take one while its own is away.
+    let other = TestAgent::start(&edge, "bob").await;
+    let taken = other.try_preview(origin.port.into(), Some("demo")).await;
+    let said = String::from_utf8_lossy(&taken.body);
+    assert!(said.contains("belongs to another account"), "{said}");
 
     // alice's agent comes back with demo (at its next keep-alive); she
     // then takes it down: unknown at once, on every front.
@@ -259,5 +280,9 @@ async fn after_a_restart_only_the_names_served_before_and_not_back_get_503() {
         .unpreview("demo")
         .await
         .expect("control API answers");
-    all_answer(&every_front(&edge, "demo").await, 404, "unknown-preview");
+    all_answer(
+        &every_front(&edge, "demo", AT_ONCE).await,
+        404,
+        "unknown-preview",
+    );
 }

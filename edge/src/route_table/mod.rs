@@ -13,12 +13,15 @@
 //! an end, the lease running out), so a request waiting for an offline
 //! name's agent to come back wakes the moment it does instead of polling.
 //!
-//! After a restart, the names the edge served before (its state folder
-//! keeps them: [`crate::live_names`]) are *coming back* for a while: the
-//! table has no entry for them yet, but their agents are reconnecting, so
-//! a request for one waits and then hears "retry shortly" rather than "no
-//! such preview". Any name the table then binds or holds is no longer
-//! coming back: from then on the table itself is the answer.
+//! The names served and held are kept across restarts
+//! ([`crate::name_store`]): an edge started again holds each for its
+//! owner as before, and the names served before are *coming back* for a
+//! while ([`returning`]): their agents are reconnecting, so a request for
+//! one waits and then hears "retry shortly" rather than "agent offline"
+//! or "no such preview". A name bound or held since is no longer coming
+//! back: from then on the table itself is the answer.
+
+mod returning;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,15 +56,11 @@ pub struct RouteTable<T> {
     /// are some.
     ends: DashMap<PreviewName, Instant>,
     ending: std::sync::atomic::AtomicUsize,
-    /// Names served before this start whose agents are not back yet, and
-    /// until when they may be (see [`Self::expect_back`]); `coming_back`
-    /// counts them, so a lookup of an unknown name reads the set only
-    /// when there are some.
-    returning: DashMap<PreviewName, ()>,
-    returning_until: std::sync::OnceLock<Instant>,
-    coming_back: std::sync::atomic::AtomicUsize,
-    /// Woken (one permit kept) by every change of which names are served
-    /// or held offline: what keeps [`crate::live_names`]' file current.
+    /// Names served before this start whose agents are not back yet (see
+    /// [`Self::expect_back`]).
+    returning: returning::Returning,
+    /// Woken (one permit kept) by every change of the names served or
+    /// held: what keeps [`crate::name_store`]'s file current.
     served_changed: Notify,
 }
 
@@ -100,6 +99,20 @@ enum Owner {
     Mirrored,
 }
 
+/// A name as an edge keeps it for its next start (see
+/// [`RouteTable::kept_names`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kept {
+    pub name: PreviewName,
+    /// Its owner; `None` for a name only expected back (a cluster's edge).
+    pub account: Option<AccountId>,
+    /// Served (live, or offline: its agent may come back), rather than
+    /// taken down.
+    pub served: bool,
+    /// How long it stays held from now.
+    pub until: Duration,
+}
+
 /// What a visitor's request for a name finds.
 #[derive(Debug)]
 pub enum Lookup<T> {
@@ -132,70 +145,96 @@ impl<T: Clone> RouteTable<T> {
             added: Notify::new(),
             ends: DashMap::new(),
             ending: std::sync::atomic::AtomicUsize::new(0),
-            returning: DashMap::new(),
-            returning_until: std::sync::OnceLock::new(),
-            coming_back: std::sync::atomic::AtomicUsize::new(0),
+            returning: returning::Returning::default(),
             served_changed: Notify::new(),
         }
     }
 
     /// `names` were served before this edge started (an edge that
-    /// restarted): until `until`, each one the table has no entry for is
-    /// [coming back](Self::is_coming_back). Called once, before serving;
-    /// later calls are ignored.
+    /// restarted): until `until`, each is [coming
+    /// back](Self::is_coming_back) unless the table binds or holds it
+    /// meanwhile. Called once, before serving; later calls are ignored.
     pub fn expect_back(&self, names: impl IntoIterator<Item = PreviewName>, until: Instant) {
-        if self.returning_until.set(until).is_err() {
-            return;
-        }
-        for name in names {
-            if !self.entries.contains_key(&name) && self.returning.insert(name, ()).is_none() {
-                self.coming_back.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        self.returning.expect(names, until);
     }
 
     /// Whether `name` was served before this edge started, its agent is
-    /// not back yet (the table has had no entry for it since), and the
+    /// not back yet (the table has not bound or held it since), and the
     /// time its agent has to come back is not over.
     pub fn is_coming_back(&self, name: &PreviewName) -> bool {
-        self.coming_back.load(Ordering::Relaxed) > 0
-            && self
-                .returning_until
-                .get()
-                .is_some_and(|until| Instant::now() < *until)
-            && self.returning.contains_key(name)
+        self.returning.expects(name)
     }
 
     /// Until when the names served before this start may come back.
     pub fn coming_back_until(&self) -> Option<Instant> {
-        self.returning_until.get().copied()
+        self.returning.until()
     }
 
-    /// `name` has an entry now: it is no longer coming back.
-    fn arrived(&self, name: &PreviewName) {
-        if self.coming_back.load(Ordering::Relaxed) > 0 && self.returning.remove(name).is_some() {
-            self.coming_back.fetch_sub(1, Ordering::Relaxed);
+    /// Holds `name` for `account` until `until`, as an edge that restarted
+    /// found it kept ([`crate::name_store`]): offline (served before), or
+    /// taken down; unless the table has an entry for it already. It stays
+    /// [coming back](Self::is_coming_back) if expected.
+    pub fn restore(&self, name: PreviewName, account: &AccountId, offline: bool, until: Instant) {
+        if until <= Instant::now() {
+            return;
+        }
+        if let MapEntry::Vacant(v) = self.entries.entry(name) {
+            v.insert(Entry::Held {
+                account: account.clone(),
+                offline,
+                until,
+                changed: Arc::new(Notify::new()),
+            });
         }
     }
 
-    /// What wakes when the names served (or held offline) may have
-    /// changed; a change while nobody waits is kept for the next wait.
+    /// What wakes when the names served or held may have changed; a
+    /// change while nobody waits is kept for the next wait.
     pub fn served_changed(&self) -> &Notify {
         &self.served_changed
     }
 
-    /// The names served now, or held offline within their lease (their
-    /// agent may come back): those an edge that restarts expects back.
-    pub fn served_names(&self) -> Vec<PreviewName> {
+    /// Every name served now or held within its lease, with its owner,
+    /// whether it is served (live, or offline: its agent may come back)
+    /// and how long it stays held (a live one: a lease from now); and the
+    /// names still coming back that the table has no entry for (a
+    /// cluster's edge, which restores nothing of its own). What an edge
+    /// keeps for its next start.
+    pub fn kept_names(&self) -> Vec<Kept> {
         let now = Instant::now();
-        self.entries
+        let mut kept: Vec<Kept> = self
+            .entries
             .iter()
-            .filter(|e| match e.value() {
-                Entry::Live { .. } => true,
-                Entry::Held { offline, until, .. } => *offline && *until > now,
+            .filter_map(|e| {
+                let (account, served, until) = match e.value() {
+                    Entry::Live { account, .. } => (account, true, now + self.lease),
+                    Entry::Held { until, .. } if *until <= now => return None,
+                    Entry::Held {
+                        account,
+                        offline,
+                        until,
+                        ..
+                    } => (account, *offline, *until),
+                };
+                Some(Kept {
+                    name: e.key().clone(),
+                    account: Some(account.clone()),
+                    served,
+                    until: until - now,
+                })
             })
-            .map(|e| e.key().clone())
-            .collect()
+            .collect();
+        for name in self.returning.names() {
+            if !self.entries.contains_key(&name) {
+                kept.push(Kept {
+                    name,
+                    account: None,
+                    served: true,
+                    until: self.lease,
+                });
+            }
+        }
+        kept
     }
 
     /// `name` ends at `at` (made with a time to live), or never (`None`):
@@ -306,7 +345,7 @@ impl<T: Clone> RouteTable<T> {
     /// whose edge is gone or not reached yet.
     pub fn hold(&self, name: PreviewName, account: &AccountId, offline: bool) {
         let until = Instant::now() + self.lease;
-        self.arrived(&name);
+        self.returning.arrived(&name);
         let changed = match self.entries.entry(name) {
             MapEntry::Occupied(o) if matches!(o.get(), Entry::Live { .. }) => return,
             MapEntry::Occupied(mut o) => {
@@ -354,7 +393,6 @@ impl<T: Clone> RouteTable<T> {
             None => self.vacant_random_name()?,
         };
         let name = entry.key().clone();
-        self.arrived(&name);
         // The account whose live count this binding replaces.
         let replaced = match &entry {
             MapEntry::Vacant(_) => None,
@@ -377,6 +415,8 @@ impl<T: Clone> RouteTable<T> {
         if let Some(other) = replaced.filter(|other| other != account) {
             self.uncount_live(&other);
         }
+        // Certain now (a refused claim leaves the name expected): back.
+        self.returning.arrived(&name);
         let (changed, added) = match &entry {
             MapEntry::Occupied(o) => (o.get().changed().clone(), false),
             MapEntry::Vacant(_) => (Arc::new(Notify::new()), true),
@@ -542,16 +582,8 @@ impl<T: Clone> RouteTable<T> {
         for account in ended {
             self.uncount_live(&account);
         }
-        if self.coming_back.load(Ordering::Relaxed) > 0
-            && self
-                .returning_until
-                .get()
-                .is_some_and(|until| now >= *until)
-        {
-            // The window is over: nothing is coming back any more.
-            self.returning.clear();
-            self.coming_back.store(0, Ordering::Relaxed);
-        }
+        // Past the window, nothing is coming back any more.
+        self.returning.sweep(now);
         if self.ending.load(Ordering::Relaxed) > 0 {
             // Ends of names the table no longer has go; never with a lock
             // of `ends` held while `entries` is read (a claim locks
@@ -594,310 +626,4 @@ impl<T: Clone> RouteTable<T> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn name(s: &str) -> PreviewName {
-        PreviewName::parse(s).unwrap()
-    }
-
-    fn table(lease: Duration) -> RouteTable<u32> {
-        RouteTable::new(lease, 3)
-    }
-
-    const DAY: Duration = Duration::from_secs(86_400);
-
-    #[test]
-    fn an_end_reads_ended_survives_a_refused_claim_and_goes_with_its_name() {
-        let t = RouteTable::new(Duration::from_millis(50), 3);
-        let (alice, bob) = (AccountId::new("alice"), AccountId::new("bob"));
-        let web = name("web");
-        let (_, id) = t.claim(Some(web.clone()), &alice, |_, _| 1).unwrap();
-        let past = Instant::now() - Duration::from_millis(1);
-        t.set_ends(&web, Some(Instant::now() + DAY));
-        assert!(matches!(t.lookup(&web), Lookup::Live(1)));
-        // Bob's refused claim leaves alice's end as it was.
-        assert!(t.claim(Some(web.clone()), &bob, |_, _| 2).is_err());
-        assert_eq!(t.ends_at(&web).map(|at| at > Instant::now()), Some(true));
-        t.set_ends(&web, Some(past));
-        assert!(matches!(t.lookup(&web), Lookup::Ended));
-        // The sweep stops serving it; it stays ended while held.
-        t.sweep(|_| {});
-        assert_eq!(t.live_count(&alice), 0);
-        assert!(matches!(t.lookup(&web), Lookup::Ended));
-        assert!(!t.release(&web, id), "no longer live");
-        // Its owner binds it again: no end.
-        t.claim(Some(web.clone()), &alice, |_, _| 3).unwrap();
-        assert!(matches!(t.lookup(&web), Lookup::Live(3)));
-        assert_eq!(t.ends_at(&web), None);
-        // Ended and past its lease: gone, end and all.
-        t.set_ends(&web, Some(past));
-        t.sweep(|_| {});
-        std::thread::sleep(Duration::from_millis(60));
-        t.sweep(|_| {});
-        assert!(matches!(t.lookup(&web), Lookup::Unknown));
-        assert_eq!(t.ends_at(&web), None);
-        assert_eq!(t.ending.load(Ordering::Relaxed), 0);
-    }
-
-    #[test]
-    fn claim_lookup_release() {
-        let t = table(DAY);
-        let alice = AccountId::new("alice");
-        let (n, id) = t.claim(Some(name("web")), &alice, |_, _| 7).unwrap();
-        assert_eq!(n, name("web"));
-        assert!(matches!(t.lookup(&n), Lookup::Live(7)));
-        assert!(t.release(&n, id));
-        assert!(matches!(t.lookup(&n), Lookup::Unknown));
-        assert!(!t.release(&n, id), "a second release finds nothing");
-        assert_eq!(t.live_count(&alice), 0);
-    }
-
-    #[test]
-    fn generated_names_are_fresh() {
-        let t = table(DAY);
-        let alice = AccountId::new("alice");
-        let (a, _) = t.claim(None, &alice, |_, _| 1).unwrap();
-        let (b, _) = t.claim(None, &alice, |_, _| 2).unwrap();
-        assert_ne!(a, b);
-        assert!(matches!(t.lookup(&a), Lookup::Live(1)));
-        assert!(matches!(t.lookup(&b), Lookup::Live(2)));
-    }
-
-    #[test]
-    fn another_account_cannot_take_a_name_live_or_held() {
-        let t = table(DAY);
-        let (alice, bob) = (AccountId::new("alice"), AccountId::new("bob"));
-        let (n, id) = t.claim(Some(name("web")), &alice, |_, _| 1).unwrap();
-        let err = t.claim(Some(n.clone()), &bob, |_, _| 2).unwrap_err();
-        assert_eq!(err, ClaimError::Taken(n.clone()));
-        assert_eq!(err.to_string(), "the name web belongs to another account");
-
-        t.release(&n, id);
-        assert_eq!(
-            t.claim(Some(n.clone()), &bob, |_, _| 2),
-            Err(ClaimError::Taken(n.clone()))
-        );
-        t.claim(Some(n.clone()), &alice, |_, _| 3).unwrap();
-        assert!(matches!(t.lookup(&n), Lookup::Live(3)));
-    }
-
-    #[tokio::test]
-    async fn a_waiter_wakes_when_its_name_comes_back() {
-        let t = table(Duration::from_secs(60));
-        let alice = AccountId::new("alice");
-        let (n, id) = t.claim(Some(name("web")), &alice, |_, _| 1).unwrap();
-        assert!(t.disconnect(&n, id));
-        let changed = t.changed(&n).expect("a held name has a signal");
-        let woken = changed.notified();
-        tokio::pin!(woken);
-        woken.as_mut().enable();
-        assert!(matches!(t.lookup(&n), Lookup::Offline));
-        t.claim(Some(n.clone()), &alice, |_, _| 2).unwrap();
-        tokio::time::timeout(Duration::from_secs(1), woken)
-            .await
-            .expect("the claim wakes the waiter");
-        assert!(matches!(t.lookup(&n), Lookup::Live(2)));
-        assert!(t.changed(&name("other")).is_none());
-    }
-
-    #[test]
-    fn a_disconnect_reads_offline_until_the_owner_returns() {
-        let t = table(DAY);
-        let alice = AccountId::new("alice");
-        let (n, id) = t.claim(Some(name("web")), &alice, |_, _| 1).unwrap();
-        assert!(t.disconnect(&n, id));
-        assert!(matches!(t.lookup(&n), Lookup::Offline));
-        t.claim(Some(n.clone()), &alice, |_, _| 2).unwrap();
-        assert!(matches!(t.lookup(&n), Lookup::Live(2)));
-    }
-
-    #[test]
-    fn a_replaced_binding_cannot_release_its_successor() {
-        let t = table(DAY);
-        let alice = AccountId::new("alice");
-        let (n, old) = t.claim(Some(name("web")), &alice, |_, _| 1).unwrap();
-        let (_, new) = t.claim(Some(n.clone()), &alice, |_, _| 2).unwrap();
-        assert!(!t.disconnect(&n, old));
-        assert!(matches!(t.lookup(&n), Lookup::Live(2)));
-        assert_eq!(
-            t.live_count(&alice),
-            1,
-            "a takeover is not a second preview"
-        );
-        assert!(t.release(&n, new));
-    }
-
-    #[test]
-    fn lease_expiry_frees_the_name() {
-        let t = table(Duration::ZERO);
-        let (alice, bob) = (AccountId::new("alice"), AccountId::new("bob"));
-        let (n, id) = t.claim(Some(name("web")), &alice, |_, _| 1).unwrap();
-        t.disconnect(&n, id);
-        assert!(matches!(t.lookup(&n), Lookup::Unknown));
-        t.claim(Some(n.clone()), &bob, |_, _| 2).unwrap();
-        assert!(matches!(t.lookup(&n), Lookup::Live(2)));
-    }
-
-    #[test]
-    fn names_served_before_a_restart_come_back_until_claimed_or_the_window_ends() {
-        let t = table(DAY);
-        let alice = AccountId::new("alice");
-        let (web, api, docs) = (name("web"), name("api"), name("docs"));
-        t.expect_back(
-            [web.clone(), api.clone(), docs.clone()],
-            Instant::now() + DAY,
-        );
-        // Only the names served before are expected; another is unknown.
-        assert!(t.is_coming_back(&web) && t.is_coming_back(&api));
-        assert!(!t.is_coming_back(&name("typo")));
-        // Back, then taken down: the table answers from then on.
-        let (_, id) = t.claim(Some(web.clone()), &alice, |_, _| 1).unwrap();
-        assert!(!t.is_coming_back(&web));
-        assert!(t.release(&web, id));
-        assert!(matches!(t.lookup(&web), Lookup::Unknown));
-        assert!(!t.is_coming_back(&web));
-        // Held by the cluster's store: not coming back either.
-        t.hold(api.clone(), &alice, false);
-        assert!(!t.is_coming_back(&api));
-        // A second call does not open another window.
-        t.expect_back([name("late")], Instant::now() + DAY);
-        assert!(!t.is_coming_back(&name("late")));
-        assert!(t.is_coming_back(&docs));
-
-        // Past the window nothing is coming back, and the sweep forgets.
-        let short = table(DAY);
-        short.expect_back([docs.clone()], Instant::now() + Duration::from_millis(30));
-        assert!(short.is_coming_back(&docs));
-        std::thread::sleep(Duration::from_millis(40));
-        assert!(!short.is_coming_back(&docs));
-        short.sweep(|_| {});
-        assert_eq!(short.coming_back.load(Ordering::Relaxed), 0);
-    }
-
-    #[test]
-    fn served_names_are_the_live_and_the_offline() {
-        let t = table(DAY);
-        let alice = AccountId::new("alice");
-        let (_, web) = t.claim(Some(name("web")), &alice, |_, _| 1).unwrap();
-        let (_, api) = t.claim(Some(name("api")), &alice, |_, _| 2).unwrap();
-        t.claim(Some(name("docs")), &alice, |_, _| 3).unwrap();
-        t.disconnect(&name("web"), web);
-        t.release(&name("api"), api);
-        let mut served = t.served_names();
-        served.sort();
-        assert_eq!(served, vec![name("docs"), name("web")]);
-    }
-
-    #[test]
-    fn sweep_forgets_only_expired_names() {
-        let t = table(Duration::ZERO);
-        let alice = AccountId::new("alice");
-        let (n, id) = t.claim(Some(name("gone")), &alice, |_, _| 1).unwrap();
-        t.claim(Some(name("kept")), &alice, |_, _| 2).unwrap();
-        t.release(&n, id);
-        assert_eq!(t.len(), 2);
-        t.sweep(|_| {});
-        assert_eq!(t.len(), 1);
-        assert!(matches!(t.lookup(&name("kept")), Lookup::Live(2)));
-    }
-
-    #[test]
-    fn per_account_cap_at_the_limit_and_one_past() {
-        let t = table(DAY);
-        let (alice, bob) = (AccountId::new("alice"), AccountId::new("bob"));
-        for i in 0..3 {
-            t.claim(Some(name(&format!("a{i}"))), &alice, |_, _| i)
-                .unwrap();
-        }
-        assert_eq!(t.live_count(&alice), 3);
-        assert_eq!(
-            t.claim(Some(name("a3")), &alice, |_, _| 9),
-            Err(ClaimError::LimitReached(3))
-        );
-        assert!(matches!(t.lookup(&name("a3")), Lookup::Unknown));
-        // Re-claiming a name it serves is not one more.
-        t.claim(Some(name("a0")), &alice, |_, _| 5).unwrap();
-        // Others are not affected.
-        t.claim(Some(name("b0")), &bob, |_, _| 1).unwrap();
-    }
-
-    #[test]
-    fn a_granted_claim_replaces_what_the_table_held_and_keeps_the_cap() {
-        let t = table(DAY);
-        let (alice, bob) = (AccountId::new("alice"), AccountId::new("bob"));
-        // Bob's name, mirrored from another edge, then taken down there.
-        let id = t.mirror(name("web"), &bob, |_, _| 1);
-        assert!(t.release(&name("web"), id));
-        // The store gave it to alice (bob's reservation ended there).
-        t.claim_granted(name("web"), &alice, |_, _| 2).unwrap();
-        assert!(matches!(t.lookup(&name("web")), Lookup::Live(2)));
-        assert_eq!((t.live_count(&alice), t.live_count(&bob)), (1, 0));
-        for i in 1..3 {
-            t.claim_granted(name(&format!("a{i}")), &alice, |_, _| 3)
-                .unwrap();
-        }
-        assert_eq!(
-            t.claim_granted(name("a3"), &alice, |_, _| 4),
-            Err(ClaimError::LimitReached(3))
-        );
-        assert_eq!(
-            t.may_claim(Some(&name("a3")), &alice),
-            Err(ClaimError::LimitReached(3))
-        );
-        // A name it serves already is not one more.
-        assert_eq!(t.may_claim(Some(&name("a1")), &alice), Ok(()));
-        assert_eq!(t.may_claim(None, &bob), Ok(()));
-    }
-
-    #[test]
-    fn a_mirrored_binding_counts_for_its_account_past_the_cap() {
-        let t = table(DAY);
-        let (alice, bob) = (AccountId::new("alice"), AccountId::new("bob"));
-        for i in 0..4 {
-            t.mirror(name(&format!("m{i}")), &alice, |_, _| i);
-        }
-        assert_eq!(
-            t.live_count(&alice),
-            4,
-            "the edge holding them checked the cap"
-        );
-        // Moved to another account's agent (the store said so): the
-        // counts follow.
-        t.mirror(name("m0"), &bob, |_, _| 9);
-        assert_eq!((t.live_count(&alice), t.live_count(&bob)), (3, 1));
-        assert!(matches!(t.lookup(&name("m0")), Lookup::Live(9)));
-        assert_eq!(t.live_total(), 4);
-    }
-
-    #[test]
-    fn a_hold_reads_offline_but_never_hides_a_live_binding() {
-        let t = table(DAY);
-        let alice = AccountId::new("alice");
-        t.hold(name("gone"), &alice, true);
-        assert!(matches!(t.lookup(&name("gone")), Lookup::Offline));
-        t.hold(name("down"), &alice, false);
-        assert!(matches!(t.lookup(&name("down")), Lookup::Unknown));
-        t.claim(Some(name("live")), &alice, |_, _| 1).unwrap();
-        t.hold(name("live"), &alice, true);
-        assert!(matches!(t.lookup(&name("live")), Lookup::Live(1)));
-        assert!(t.is_live(&name("live")) && !t.is_live(&name("gone")));
-        // Only alice may claim what is held for her, here too.
-        assert_eq!(
-            t.claim(Some(name("gone")), &AccountId::new("bob"), |_, _| 2),
-            Err(ClaimError::Taken(name("gone")))
-        );
-    }
-
-    #[tokio::test]
-    async fn a_hold_wakes_a_request_waiting_for_an_unknown_name() {
-        let t = table(DAY);
-        let woken = t.added().notified();
-        tokio::pin!(woken);
-        woken.as_mut().enable();
-        t.hold(name("soon"), &AccountId::new("alice"), true);
-        tokio::time::timeout(Duration::from_secs(1), woken)
-            .await
-            .expect("a new entry wakes who waits for one");
-    }
-}
+mod tests;
