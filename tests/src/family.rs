@@ -64,3 +64,10 @@ pub fn listed(s: &Value) -> Vec<String> {
         .map(|m| m["ts"].as_str().expect("ts").to_owned())
         .collect()
 }
+
+/// A reader's answer capped as asked past the cap: `capped` set, and its
+/// first line saying so (`said`, e.g. "(max_messages 51 is capped at 50)").
+pub fn assert_capped(s: &Value, said: &str) {
+    assert_eq!(s["capped"], true, "{s}");
+    assert!(content(s).contains(said), "{}", content(s));
+}

@@ -10,6 +10,41 @@ use tokio::io::AsyncBufReadExt;
 
 use crate::harness::{binary, curl, health_of, metric_values, send_signal, tls_client_config};
 
+/// Writes `<dir>/edge.toml` for `calvin-edge serve` on loopback (port 0
+/// everywhere, plain HTTP served, the admin listener on), for `zone`, with
+/// a certificate of its own (its CA at `<dir>/certs/ca.pem`), one account
+/// `a` ([`crate::token_for`]), and `log` in its `[log]`; its path.
+pub fn write_config(dir: &Path, zone: &str, log: &str) -> PathBuf {
+    let certs = calvin_edge::dev::load_or_create(&dir.join("certs"), zone).expect("certs");
+    let config = format!(
+        r#"domain = "{zone}"
+state_dir = "{state}"
+[admin]
+listen = "127.0.0.1:0"
+[listen]
+https = "127.0.0.1:0"
+http = "127.0.0.1:0"
+quic = "127.0.0.1:0"
+plain_http = "serve"
+[tls]
+cert_file = "{cert}"
+key_file = "{key}"
+[[accounts]]
+name = "a"
+token = "{token}"
+[log]
+{log}
+"#,
+        state = dir.join("state").display(),
+        cert = certs.dir.join("edge.pem").display(),
+        key = certs.dir.join("edge.key").display(),
+        token = crate::token_for("a"),
+    );
+    let path = dir.join("edge.toml");
+    crate::write_secret(&path, &config);
+    path
+}
+
 /// A running `calvin-edge serve`; the addresses are those it printed.
 pub struct ServeEdge {
     pub child: tokio::process::Child,

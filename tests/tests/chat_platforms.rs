@@ -7,7 +7,7 @@
 //! recipient) each platform is held to its own.
 
 use calvin_tests::chat_world::{Platform, World};
-use calvin_tests::family::{answer, content, listed, ok, refused};
+use calvin_tests::family::{answer, assert_capped, content, listed, ok, refused};
 use calvin_tests::gateway::{GatewayDaemon, call, drive, text};
 use serde_json::{Value, json};
 
@@ -119,12 +119,7 @@ async fn read_post_reads_a_post_or_the_thread_around_it_capped_at_50(platform: P
     // 51 is capped at 50, and the answer says so.
     let s = ok(&out[2]);
     assert_eq!(listed(s), ids);
-    assert_eq!(s["capped"], true);
-    assert!(
-        content(s).contains("(max_messages 51 is capped at 50)"),
-        "{}",
-        content(s)
-    );
+    assert_capped(s, "(max_messages 51 is capped at 50)");
     let s = ok(&out[3]);
     assert_eq!(listed(s).len(), 20);
     assert!(listed(s).contains(&replies[4]));
@@ -223,12 +218,7 @@ async fn list_thread_reads_the_session_thread_or_a_linked_one_capped_at_50(platf
     assert!(content(s).starts_with(&format!("The thread {parent} in #general: 50 of its 60")));
     let s = ok(&out[2]);
     assert_eq!(listed(s), ids);
-    assert_eq!(s["capped"], true);
-    assert!(
-        content(s).contains("(max_messages 51 is capped at 50)"),
-        "{}",
-        content(s)
-    );
+    assert_capped(s, "(max_messages 51 is capped at 50)");
     assert_eq!(listed(ok(&out[3])).len(), 20);
     w.nothing_written();
 }
@@ -266,12 +256,7 @@ async fn read_channel_history_returns_the_latest_messages_capped_at_100_in_scope
     assert_eq!(s["has_more"], true);
     let s = ok(&out[1]);
     assert_eq!(listed(s), posted[20..]);
-    assert_eq!(s["capped"], true);
-    assert!(
-        content(s).contains("(max_messages 101 is capped at 100)"),
-        "{}",
-        content(s)
-    );
+    assert_capped(s, "(max_messages 101 is capped at 100)");
     assert_eq!(listed(ok(&out[2])), posted[100..]);
     match platform {
         // On Slack the bot must also be a member.
@@ -428,12 +413,7 @@ async fn search_messages_keeps_only_in_scope_channels(platform: Platform) {
     let at_cap = listed(ok(&out[1]));
     let s = ok(&out[2]);
     assert_eq!(listed(s), at_cap);
-    assert_eq!(s["capped"], true);
-    assert!(
-        content(s).contains("(max_results 26 is capped at 25)"),
-        "{}",
-        content(s)
-    );
+    assert_capped(s, "(max_results 26 is capped at 25)");
     refused(&out[3], "500");
     w.nothing_written();
 }

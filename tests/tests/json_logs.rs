@@ -216,33 +216,7 @@ async fn the_edge_and_the_agent_write_only_json_lines() {
 async fn the_served_edge_writes_only_json_lines() {
     let dir = tempfile::tempdir().expect("tempdir");
     let zone = "preview.test";
-    let certs = calvin_edge::dev::load_or_create(&dir.path().join("certs"), zone).expect("certs");
-    let config = format!(
-        r#"domain = "{zone}"
-state_dir = "{state}"
-[admin]
-listen = "127.0.0.1:0"
-[listen]
-https = "127.0.0.1:0"
-http = "127.0.0.1:0"
-quic = "127.0.0.1:0"
-plain_http = "serve"
-[tls]
-cert_file = "{cert}"
-key_file = "{key}"
-[[accounts]]
-name = "a"
-token = "{token}"
-[log]
-access = true
-"#,
-        state = dir.path().join("state").display(),
-        cert = certs.dir.join("edge.pem").display(),
-        key = certs.dir.join("edge.key").display(),
-        token = token_for("a"),
-    );
-    let config_path = dir.path().join("edge.toml");
-    write_secret(&config_path, &config);
+    let config_path = calvin_tests::serve_edge::write_config(dir.path(), zone, "access = true");
     let edge = Combined::start(
         "calvin-edge",
         &["serve", "--config", config_path.to_str().expect("utf-8")],

@@ -7,46 +7,16 @@ use std::path::Path;
 use std::time::Duration;
 
 use calvin_tests::origin::Origin;
-use calvin_tests::serve_edge::ServeEdge;
+use calvin_tests::serve_edge::{self, ServeEdge};
 use calvin_tests::{CurlOutput, TestAgent, curl, curl_post, eventually, token_for, write_secret};
 
 const ZONE: &str = "preview.test";
 
 /// An edge with a certificate of its own, JSON logs, the admin listener on
-/// a free port, and `limits` in its [limits].
+/// a free port, and `log` in its [log].
 async fn edge(dir: &Path, log: &str) -> ServeEdge {
-    let certs = calvin_edge::dev::load_or_create(&dir.join("certs"), ZONE).expect("certs");
-    let config = format!(
-        r#"domain = "{ZONE}"
-state_dir = "{state}"
-[admin]
-listen = "127.0.0.1:0"
-[listen]
-https = "127.0.0.1:0"
-http = "127.0.0.1:0"
-quic = "127.0.0.1:0"
-plain_http = "serve"
-[tls]
-cert_file = "{cert}"
-key_file = "{key}"
-[[accounts]]
-name = "a"
-token = "{token}"
-[log]
-{log}
-"#,
-        state = dir.join("state").display(),
-        cert = certs.dir.join("edge.pem").display(),
-        key = certs.dir.join("edge.key").display(),
-        token = token_for("a"),
-    );
-    write_secret(&dir.join("edge.toml"), &config);
-    ServeEdge::start_with(
-        &dir.join("edge.toml"),
-        &dir.join("edge.log"),
-        &["--log-format", "json"],
-    )
-    .await
+    let config = serve_edge::write_config(dir, ZONE, log);
+    ServeEdge::start_with(&config, &dir.join("edge.log"), &["--log-format", "json"]).await
 }
 
 /// An edge (access log on) with an agent previewing an origin as `web`.
