@@ -614,6 +614,15 @@ const CLUSTER_SYNC_WAIT: Duration = Duration::from_secs(5);
 
 /// What the metrics read at each scrape: the tunnel, the routes, the
 /// certificate and its renewals.
+/// The wall clock in seconds since the Unix epoch, for what outlives the
+/// process: share tokens' expiry, the names kept in the state folder, the
+/// cluster's records.
+pub(crate) fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 fn live_metrics(
     routes: &Arc<RouteTable<Arc<upstream::Upstream>>>,
     hub: &Arc<AgentHub>,

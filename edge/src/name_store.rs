@@ -16,7 +16,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use calvin_proto::PreviewName;
 use serde::{Deserialize, Serialize};
@@ -26,6 +26,7 @@ use tracing::warn;
 use crate::accounts::AccountId;
 use crate::route_table::{Kept, RouteTable};
 use crate::state_files::{self, FileError};
+use crate::unix_now;
 
 /// The file's name in the state folder.
 pub const FILE: &str = "names";
@@ -164,12 +165,6 @@ async fn write<T: Clone + Send + Sync + 'static>(
         Ok(()) => *written = Some(shape),
         Err(err) => warn!(%err, "cannot keep the names served in the state folder"),
     }
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 #[cfg(test)]

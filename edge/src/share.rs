@@ -16,7 +16,6 @@
 //! sees the token nor the cookie.
 
 use std::sync::{Arc, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -29,6 +28,7 @@ use ring::hmac;
 use subtle::ConstantTimeEq;
 
 use crate::error_page::EdgeError;
+use crate::unix_now;
 
 /// The query parameter a share link carries its token in.
 pub const QUERY_PARAM: &str = "calvin_share";
@@ -273,12 +273,6 @@ pub fn masked(target: &str) -> std::borrow::Cow<'_, str> {
         })
         .collect();
     format!("{path}?{}", query.join("&")).into()
-}
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// The query's `calvin_share` value (the first, when there are several).

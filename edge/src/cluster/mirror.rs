@@ -342,7 +342,7 @@ impl Mirror {
         let Some(record) = view.names.get(name) else {
             return;
         };
-        let reserved = record.until > super::store::now_secs();
+        let reserved = record.until > crate::unix_now();
         if reserved && record.state != NameState::Released {
             self.hub
                 .routes

@@ -143,12 +143,6 @@ pub struct Store {
     next_claim: std::sync::atomic::AtomicU64,
 }
 
-pub(super) fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 fn key(prefix: &str, name: &PreviewName) -> String {
     format!("{prefix}{name}")
 }
@@ -249,7 +243,7 @@ impl Store {
         let value = serde_json::to_vec(&route).unwrap_or_default();
         let record = NameRecord {
             account: account.to_string(),
-            until: now_secs() + self.name_lease.as_secs(),
+            until: crate::unix_now() + self.name_lease.as_secs(),
             state: NameState::Live,
             ends_ms,
         };
@@ -290,10 +284,12 @@ impl Store {
                 // and no edge serves it (an edge that died with the name
                 // live leaves `live` behind, with the reservation renewed
                 // while it lived).
-                Some((Some(record), revision)) if record.until <= now_secs() && !routed => vec![
-                    Compare::mod_revision(names_key.clone(), CompareOp::Equal, revision),
-                    Compare::create_revision(routes_key.clone(), CompareOp::Equal, 0),
-                ],
+                Some((Some(record), revision)) if record.until <= crate::unix_now() && !routed => {
+                    vec![
+                        Compare::mod_revision(names_key.clone(), CompareOp::Equal, revision),
+                        Compare::create_revision(routes_key.clone(), CompareOp::Equal, 0),
+                    ]
+                }
                 // A record this edge cannot read is another version's: not ours.
                 Some(_) => return Err(StoreRefusal::Taken(name.clone())),
             };
@@ -414,7 +410,7 @@ impl Store {
         let (names_key, routes_key) = (key(NAMES, name), key(ROUTES, name));
         let record = NameRecord {
             account: account.to_string(),
-            until: now_secs() + self.name_lease.as_secs(),
+            until: crate::unix_now() + self.name_lease.as_secs(),
             state,
             ends_ms: claim.ends_ms(),
         };
@@ -654,7 +650,7 @@ impl Store {
         for (name, claim, account) in owned {
             let record = NameRecord {
                 account: account.to_string(),
-                until: now_secs() + self.name_lease.as_secs(),
+                until: crate::unix_now() + self.name_lease.as_secs(),
                 state: NameState::Live,
                 ends_ms: claim.ends_ms(),
             };
