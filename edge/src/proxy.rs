@@ -548,10 +548,8 @@ impl Proxy {
                 None => return Err(EdgeError::AgentOffline(name)),
             },
             // A name served before the edge restarted, whose agent is not
-            // back yet (or, found unknown an instant before, is back now).
-            Lookup::Unknown
-                if self.routes.is_coming_back(&name) || self.routes.changed(&name).is_some() =>
-            {
+            // back yet (a cluster's edge: one edge alone holds it offline).
+            Lookup::Unknown if self.routes.is_coming_back(&name) => {
                 match Box::pin(self.first_claimed(&name, arrived)).await {
                     Some(upstream) => upstream,
                     // Its agent may still be on its way: not a 404 (which

@@ -612,8 +612,7 @@ impl Upstream {
         let mut idle = self.lock();
         while let Some(entry) = idle.pop() {
             self.link.release_idle(1);
-            if entry.conn.usable()
-                && entry.conn.sender.is_ready()
+            if entry.conn.sender.is_ready()
                 && entry.since.elapsed() < self.link.settings.idle_timeout
             {
                 return Some(entry.conn);

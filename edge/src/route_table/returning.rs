@@ -33,14 +33,14 @@ impl Returning {
         }
     }
 
+    /// Whether some names are expected and the window is not over at `now`.
+    fn open(&self, now: Instant) -> bool {
+        self.count.load(Ordering::Relaxed) > 0 && self.until.get().is_some_and(|until| now < *until)
+    }
+
     /// Whether `name` is expected back now (the window is not over).
     pub(super) fn expects(&self, name: &PreviewName) -> bool {
-        self.count.load(Ordering::Relaxed) > 0
-            && self
-                .until
-                .get()
-                .is_some_and(|until| Instant::now() < *until)
-            && self.names.contains_key(name)
+        self.open(Instant::now()) && self.names.contains_key(name)
     }
 
     pub(super) fn until(&self) -> Option<Instant> {
@@ -61,11 +61,7 @@ impl Returning {
 
     /// The names still expected, while the window lasts.
     pub(super) fn names(&self) -> Vec<PreviewName> {
-        let open = self
-            .until
-            .get()
-            .is_some_and(|until| Instant::now() < *until);
-        if self.count.load(Ordering::Relaxed) == 0 || !open {
+        if !self.open(Instant::now()) {
             return Vec::new();
         }
         self.names.iter().map(|e| e.key().clone()).collect()
@@ -73,7 +69,7 @@ impl Returning {
 
     /// Forgets every name once the window is over.
     pub(super) fn sweep(&self, now: Instant) {
-        if self.count.load(Ordering::Relaxed) > 0 && self.until.get().is_some_and(|u| now >= *u) {
+        if self.count.load(Ordering::Relaxed) > 0 && !self.open(now) {
             self.names.clear();
             self.count.store(0, Ordering::Relaxed);
         }
