@@ -19,10 +19,7 @@ use calvin_agent::api::{
 use calvin_agent::control_api;
 use calvin_agent::control_client::{Answer, ControlClient, human_size};
 use calvin_agent::{Agent, EdgeAddress, LinkState};
-use calvin_common::{Fact, Level, LogFormat, note, tell};
-
-/// The target of the agent's own lines in a JSON log.
-const TARGET: &str = "calvin_agent";
+use calvin_common::{Fact, Level, LogFormat, say, tell};
 
 /// How long `share` waits for its first connection to the edge.
 const FIRST_CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
@@ -299,7 +296,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                         "note: nothing is listening on port {port} yet; the URL works once something does"
                     );
                 }
-                print_warnings(&c);
+                print_warnings(&c, format);
             }))
         }
         Command::Protect {
@@ -639,7 +636,7 @@ async fn up(
             format_args!("{at}/tcp"),
         ));
     }
-    tell(format, TARGET, "listening", &facts);
+    tell(format, "listening", &facts);
     let log = calvin_agent::request_log::RequestLog::new(keeping.log_requests, keeping.log_secrets);
     let agent = Agent::with_log(edges, token, log);
     let metrics = metrics.map(|listener| {
@@ -710,7 +707,7 @@ async fn start_dev_edge(
             dev.quic,
             state.dir.display()
         );
-        note(format, TARGET, Level::INFO, &joined);
+        say(format, Level::INFO, &joined);
     }
     let address = dev_address(dev.quic, &state)?;
     let task = tokio::spawn(keep_dev_edge(dev.clone(), running, stop, format));
@@ -739,7 +736,7 @@ async fn keep_dev_edge(
                 _ = &mut stop => return Ok(()),
             };
             let took = "dev edge: took over (the share that ran it stopped)";
-            note(format, TARGET, Level::INFO, took);
+            say(format, Level::INFO, took);
             running
         }
     };
@@ -755,18 +752,13 @@ async fn keep_dev_edge(
 #[cfg(feature = "dev-edge")]
 fn print_trust(state: &DevState, format: LogFormat) {
     if state.new_ca {
-        note(
-            format,
-            TARGET,
-            Level::INFO,
-            "made a new local CA for the dev edge",
-        );
+        say(format, Level::INFO, "made a new local CA for the dev edge");
     }
     let trust = format!(
         "dev edge: trust {} (curl --cacert {0})",
         state.ca_path().display()
     );
-    note(format, TARGET, Level::INFO, &trust);
+    say(format, Level::INFO, &trust);
 }
 
 /// The dev edge at `quic`, checked against the state folder's CA.
@@ -871,27 +863,19 @@ async fn serve(
         } => created?,
         _ = &mut signal => return Ok(()),
     };
-    tell(
-        format,
-        TARGET,
-        "sharing",
-        &[Fact::new("url", "", &created.url)],
-    );
+    tell(format, "sharing", &[Fact::new("url", "", &created.url)]);
     let to = created
         .reached
         .clone()
         .unwrap_or_else(|| format!("127.0.0.1:{port}"));
     let forwarding = format!("forwarding {} -> {to}; press Ctrl-C to stop", created.url);
-    note(format, TARGET, Level::INFO, &forwarding);
+    say(format, Level::INFO, &forwarding);
     if !created.listening {
         let nothing =
             format!("nothing is listening on port {port} yet; the URL works once something does");
-        note(format, TARGET, Level::WARN, &nothing);
+        say(format, Level::WARN, &nothing);
     }
-    for warning in &created.warnings {
-        let line = format!("warning: {}\n  fix: {}", warning.message, warning.fix);
-        note(format, TARGET, Level::WARN, &line);
-    }
+    print_warnings(&created, format);
     tokio::select! {
         _ = signal => {}
         _ = say_reconnects(agent, format) => {}
@@ -900,9 +884,10 @@ async fn serve(
 }
 
 /// What the probe found wrong with a new preview, on stderr.
-fn print_warnings(created: &PreviewCreated) {
+fn print_warnings(created: &PreviewCreated, format: LogFormat) {
     for warning in &created.warnings {
-        eprintln!("warning: {}\n  fix: {}", warning.message, warning.fix);
+        let line = format!("warning: {}\n  fix: {}", warning.message, warning.fix);
+        say(format, Level::WARN, &line);
     }
 }
 
@@ -920,7 +905,7 @@ async fn say_reconnects(agent: &Agent, format: LogFormat) {
             && !connected
         {
             let again = format!("connected to the edge again ({edge})");
-            note(format, TARGET, Level::INFO, &again);
+            say(format, Level::INFO, &again);
         }
         connected = edge.is_some();
     }

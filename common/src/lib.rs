@@ -9,8 +9,8 @@
 //! - [`config_check`]: a configuration file's every problem, with its key
 //!   and line (`check-config` and the checks at start).
 //! - [`LogFormat`]: `--log-format text|json`, which every binary takes;
-//!   [`tell`] and [`note`] write a program's own lines (its facts, its
-//!   notes) in that format.
+//!   [`tell`] and [`say`] write a program's own lines (its facts, its
+//!   notes and errors) in that format.
 //!
 //! With the `runtime` feature (the edge and the agent):
 //! - [`quic`]: the crypto provider, the QUIC transport settings, the
@@ -61,10 +61,15 @@ pub use tracing::Level;
 #[cfg(feature = "cli")]
 /// Writes a line a person reads on stderr (a fatal error, a problem in a
 /// configuration): as it is in text, or as a log object of `level` in JSON
-/// (every line of a JSON log parses), the program's own, as [`note`]'s:
-/// never filtered out.
+/// (every line of a JSON log parses). It is the program's own output (a
+/// note to its user, a warning of what it found), not a log event: never
+/// filtered out.
 pub fn say(format: LogFormat, level: tracing::Level, line: &str) {
-    note(format, &program_target(), level, line);
+    let text = match format {
+        LogFormat::Text => format!("{line}\n"),
+        LogFormat::Json => format!("{}\n", log_object(level, line, std::iter::empty())),
+    };
+    write_flushed(&mut std::io::stderr().lock(), &text);
 }
 
 #[cfg(feature = "cli")]
@@ -73,28 +78,29 @@ pub fn say(format: LogFormat, level: tracing::Level, line: &str) {
 pub fn json_panics(format: LogFormat) {
     if format == LogFormat::Json {
         std::panic::set_hook(Box::new(|info| {
-            let line = format!("panic: {info}");
-            note(
+            say(
                 LogFormat::Json,
-                &program_target(),
                 tracing::Level::ERROR,
-                &line,
+                &format!("panic: {info}"),
             );
         }));
     }
 }
 
 #[cfg(feature = "cli")]
-/// The running program's name as a log target (`calvin-edge`:
-/// `calvin_edge`).
-fn program_target() -> String {
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| {
-            exe.file_stem()
-                .map(|s| s.to_string_lossy().replace('-', "_"))
-        })
-        .unwrap_or_else(|| "calvin".to_owned())
+/// The running program's name as the target of its own JSON lines
+/// (`calvin-edge`: `calvin_edge`, as its log events' crate is named).
+fn program_target() -> &'static str {
+    static TARGET: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TARGET.get_or_init(|| {
+        std::env::current_exe()
+            .ok()
+            .and_then(|exe| {
+                exe.file_stem()
+                    .map(|s| s.to_string_lossy().replace('-', "_"))
+            })
+            .unwrap_or_else(|| "calvin".to_owned())
+    })
 }
 
 /// A fact a process tells its user and their scripts: an address it
@@ -125,7 +131,7 @@ impl<'a> Fact<'a> {
 /// the process writes parses, whichever stream it is read from (a
 /// collector of stdout and stderr together, as Kubernetes' and journald's
 /// are).
-pub fn tell(format: LogFormat, target: &str, message: &str, facts: &[Fact<'_>]) {
+pub fn tell(format: LogFormat, message: &str, facts: &[Fact<'_>]) {
     let text = match format {
         LogFormat::Text => facts
             .iter()
@@ -136,26 +142,10 @@ pub fn tell(format: LogFormat, target: &str, message: &str, facts: &[Fact<'_>]) 
             .collect(),
         LogFormat::Json => {
             let fields = facts.iter().map(|f| (f.key, f.value.as_str()));
-            format!(
-                "{}\n",
-                log_object(tracing::Level::INFO, target, message, fields)
-            )
+            format!("{}\n", log_object(tracing::Level::INFO, message, fields))
         }
     };
     write_flushed(&mut std::io::stdout().lock(), &text);
-}
-
-#[cfg(feature = "cli")]
-/// Writes a line of the program's own for its user (a note, a warning of
-/// what it found) on stderr: as it is in text; in JSON, as a log object
-/// of `level`. Unlike a log event it is never filtered out: it is the
-/// program's output, as its facts are.
-pub fn note(format: LogFormat, target: &str, level: tracing::Level, line: &str) {
-    let text = match format {
-        LogFormat::Text => format!("{line}\n"),
-        LogFormat::Json => format!("{}\n", log_object(level, target, line, std::iter::empty())),
-    };
-    write_flushed(&mut std::io::stderr().lock(), &text);
 }
 
 #[cfg(feature = "cli")]
@@ -169,10 +159,9 @@ fn write_flushed(out: &mut impl std::io::Write, text: &str) {
 #[cfg(feature = "cli")]
 /// A line of the JSON log, as tracing-subscriber's JSON format flattens an
 /// event, in its order: the time (its clock's format), the level, the
-/// message, the fields, the target.
+/// message, the fields, the target (the program's).
 fn log_object<'a>(
     level: tracing::Level,
-    target: &str,
     message: &str,
     fields: impl Iterator<Item = (&'a str, &'a str)>,
 ) -> String {
@@ -191,7 +180,7 @@ fn log_object<'a>(
     for (key, value) in fields {
         line.push_str(&format!(",{}:{}", string(key), string(value)));
     }
-    line.push_str(&format!(",\"target\":{}}}", string(target)));
+    line.push_str(&format!(",\"target\":{}}}", string(program_target())));
     line
 }
 

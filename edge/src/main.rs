@@ -116,7 +116,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let (_, summary) = checked(&config, "", format)?;
             tell(
                 format,
-                TARGET,
                 "configuration checked",
                 &[Fact::new("summary", "", summary)],
             );
@@ -158,7 +157,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 Fact::new("ca", "ca", state.ca_path().display()),
                 Fact::new("token", "token", state.token_path().display()),
             ];
-            tell(format, TARGET, "dev edge state", &facts);
+            tell(format, "dev edge state", &facts);
             edge
         }
     };
@@ -190,53 +189,23 @@ fn checked(path: &Path, then: &str, format: LogFormat) -> anyhow::Result<(Config
     })
 }
 
-/// The target of the edge's own lines in a JSON log.
-const TARGET: &str = "calvin_edge";
-
 /// Each listener with the address really bound, and the previews' URLs:
 /// a line each in text, one event in JSON.
 fn print_bound(bound: &Bound, format: LogFormat) {
-    let mut facts = Vec::new();
-    if let Some(addr) = bound.https {
-        facts.push(Fact::new(
-            "https",
-            "listening https",
-            format_args!("{addr}/tcp"),
-        ));
-    }
-    if let Some(addr) = bound.http {
-        facts.push(Fact::new(
-            "http",
-            "listening http",
-            format_args!("{addr}/tcp"),
-        ));
-    }
-    facts.push(Fact::new(
-        "quic",
-        "listening quic",
-        format_args!("{}/udp", bound.quic),
-    ));
-    if let Some(addr) = bound.dns {
-        facts.push(Fact::new(
-            "dns",
-            "listening dns",
-            format_args!("{addr}/udp+tcp"),
-        ));
-    }
-    if let Some(addr) = bound.admin {
-        facts.push(Fact::new(
-            "admin",
-            "listening admin",
-            format_args!("{addr}/tcp"),
-        ));
-    }
-    if let Some(addr) = bound.peer {
-        facts.push(Fact::new(
-            "peer",
-            "listening peer",
-            format_args!("{addr}/udp"),
-        ));
-    }
+    let listeners = [
+        ("https", "listening https", bound.https, "tcp"),
+        ("http", "listening http", bound.http, "tcp"),
+        ("quic", "listening quic", Some(bound.quic), "udp"),
+        ("dns", "listening dns", bound.dns, "udp+tcp"),
+        ("admin", "listening admin", bound.admin, "tcp"),
+        ("peer", "listening peer", bound.peer, "udp"),
+    ];
+    let mut facts: Vec<Fact> = listeners
+        .into_iter()
+        .filter_map(|(key, label, addr, transport)| {
+            addr.map(|addr| Fact::new(key, label, format_args!("{addr}/{transport}")))
+        })
+        .collect();
     facts.push(Fact::new("previews", "previews", &bound.url_template));
-    tell(format, TARGET, "listening", &facts);
+    tell(format, "listening", &facts);
 }

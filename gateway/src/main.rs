@@ -258,9 +258,6 @@ async fn start_events(
     Ok(listening)
 }
 
-/// The target of the gateway's own lines in a JSON log.
-const TARGET: &str = "calvin_gateway";
-
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let format = cli.log.format;
     match cli.command {
@@ -361,7 +358,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             if let Some(at) = metrics_addr {
                 facts.push(Fact::new("metrics", "listening metrics", at));
             }
-            tell(format, TARGET, "listening", &facts);
+            tell(format, "listening", &facts);
             let setup = DaemonSetup {
                 gateway,
                 hub,
@@ -393,7 +390,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::CheckConfig { config } => {
             let (_, summary) = checked(&config, "", format)?;
             let summary = Fact::new("summary", "", summary);
-            tell(format, TARGET, "configuration checked", &[summary]);
+            tell(format, "configuration checked", &[summary]);
             Ok(())
         }
     }
