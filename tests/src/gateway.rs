@@ -507,14 +507,7 @@ impl EventStream {
         use http_body_util::BodyExt;
         let uri: http::Uri = events_url.parse().expect("events url");
         let authority = uri.authority().expect("authority").to_string();
-        let stream = tokio::net::TcpStream::connect(&authority)
-            .await
-            .expect("connect to the daemon");
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                .await
-                .expect("http1 handshake");
-        tokio::spawn(conn);
+        let mut sender = crate::raw_client::h1_client(&authority).await;
         let req = http::Request::get(uri.path())
             .header(http::header::HOST, &authority)
             .body(http_body_util::Empty::<bytes::Bytes>::new())

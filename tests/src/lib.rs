@@ -32,5 +32,5 @@ pub use etcd::Etcd;
 pub use harness::*;
 pub use origin::{Origin, pattern_bytes, sha256_hex};
 pub use ports::{SilentPort, edge_addresses, free_port, free_udp_tcp_port, silent_port};
-pub use raw_client::{Exchange, exchange, h2_client, read_all, tls_h1, tls_to};
+pub use raw_client::{Exchange, exchange, h1_client, h2_client, read_all, tls_h1, tls_to};
 pub use raw_origin::RawOrigin;

@@ -75,6 +75,24 @@ pub async fn tls_to(
         .expect("tls")
 }
 
+/// An HTTP/1.1 client over plain TCP to `addr` (one keep-alive
+/// connection), its connection driven in the background.
+pub async fn h1_client<B>(
+    addr: impl tokio::net::ToSocketAddrs,
+) -> hyper::client::conn::http1::SendRequest<B>
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let tcp = TcpStream::connect(addr).await.expect("tcp");
+    let (sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+        .await
+        .expect("h1 handshake");
+    tokio::spawn(conn);
+    sender
+}
+
 /// An HTTP/2 client over TLS to `addr` for `host`, its connection driven
 /// in the background.
 pub async fn h2_client<B>(

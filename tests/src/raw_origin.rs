@@ -4,7 +4,9 @@
 //!
 //! It reads a request head, then the body its framing announces
 //! (`content-length`, or chunks up to the final `0` chunk and trailers),
-//! records the whole request and answers. It does not reuse connections.
+//! records the whole request and answers. It does not reuse connections;
+//! [`next_request`] reads requests one after another for an origin that
+//! does.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -86,34 +88,51 @@ async fn serve(
     count: &AtomicUsize,
     record: &Mutex<Vec<Vec<u8>>>,
 ) -> Option<()> {
-    let mut request = Vec::new();
-    read_more(&mut stream, &mut request).await?;
+    let mut buffered = Vec::new();
+    read_more(&mut stream, &mut buffered).await?;
     count.fetch_add(1, Ordering::SeqCst);
-    let head_end = loop {
-        if let Some(at) = find(&request, b"\r\n\r\n") {
-            break at + 4;
-        }
-        read_more(&mut stream, &mut request).await?;
-    };
-    let head = String::from_utf8_lossy(&request[..head_end]).to_ascii_lowercase();
-    let header = |name: &str| {
-        head.lines()
-            .find_map(|line| line.strip_prefix(&format!("{name}: ")).map(str::to_owned))
-    };
-    if header("transfer-encoding").is_some_and(|te| te.contains("chunked")) {
-        while !chunks_ended(&request[head_end..]) {
-            read_more(&mut stream, &mut request).await?;
-        }
-    } else if let Some(length) = header("content-length") {
-        let length: usize = length.trim().parse().ok()?;
-        while request.len() < head_end + length {
-            read_more(&mut stream, &mut request).await?;
-        }
-    }
+    let request = next_request(&mut stream, &mut buffered).await?;
     record.lock().expect("record").push(request);
     stream.write_all(response).await.ok()?;
     let _ = stream.shutdown().await;
     Some(())
+}
+
+/// The next whole request on `stream`, its head and the body its framing
+/// announces (`content-length`, or chunks up to the last and the trailers),
+/// taken from `buffered` (what was read before and not used yet), reading
+/// more as needed; what follows it stays in `buffered`. `None` when the
+/// connection ends first.
+pub async fn next_request(stream: &mut TcpStream, buffered: &mut Vec<u8>) -> Option<Vec<u8>> {
+    let head_end = loop {
+        if let Some(at) = find(buffered, b"\r\n\r\n") {
+            break at + 4;
+        }
+        read_more(stream, buffered).await?;
+    };
+    let head = String::from_utf8_lossy(&buffered[..head_end]).to_ascii_lowercase();
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|line| line.strip_prefix(&format!("{name}: ")).map(str::to_owned))
+    };
+    let end = if header("transfer-encoding").is_some_and(|te| te.contains("chunked")) {
+        loop {
+            if let Some(len) = chunks_end(&buffered[head_end..]) {
+                break head_end + len;
+            }
+            read_more(stream, buffered).await?;
+        }
+    } else {
+        let length: usize = match header("content-length") {
+            Some(length) => length.trim().parse().ok()?,
+            None => 0,
+        };
+        while buffered.len() < head_end + length {
+            read_more(stream, buffered).await?;
+        }
+        head_end + length
+    };
+    Some(buffered.drain(..end).collect())
 }
 
 async fn read_more(stream: &mut TcpStream, into: &mut Vec<u8>) -> Option<()> {
@@ -127,27 +146,31 @@ async fn read_more(stream: &mut TcpStream, into: &mut Vec<u8>) -> Option<()> {
     }
 }
 
-/// Whether `body` holds a whole chunked body: chunks, the final `0` chunk
-/// and the (empty) trailer section.
-fn chunks_ended(mut body: &[u8]) -> bool {
+/// The length of the whole chunked body at the start of `body` (chunks,
+/// the final `0` chunk and the trailer section), once it is all there.
+fn chunks_end(body: &[u8]) -> Option<usize> {
+    let mut at = 0;
     loop {
-        let Some(line_end) = find(body, b"\r\n") else {
-            return false;
-        };
-        let size_text = String::from_utf8_lossy(&body[..line_end]);
+        let line_end = at + find(&body[at..], b"\r\n")?;
+        let size_text = String::from_utf8_lossy(&body[at..line_end]);
         let size_text = size_text.split(';').next().unwrap_or_default().trim();
-        let Ok(size) = usize::from_str_radix(size_text, 16) else {
-            return false;
-        };
-        body = &body[line_end + 2..];
+        let size = usize::from_str_radix(size_text, 16).ok()?;
+        at = line_end + 2;
         if size == 0 {
-            return find(body, b"\r\n").is_some_and(|at| at == 0)
-                || find(body, b"\r\n\r\n").is_some();
+            // Trailer lines, each ending in CRLF, up to an empty one.
+            loop {
+                let line_end = at + find(&body[at..], b"\r\n")?;
+                let empty = line_end == at;
+                at = line_end + 2;
+                if empty {
+                    return Some(at);
+                }
+            }
         }
-        if body.len() < size + 2 {
-            return false;
+        if body.len() < at + size + 2 {
+            return None;
         }
-        body = &body[size + 2..];
+        at += size + 2;
     }
 }
 

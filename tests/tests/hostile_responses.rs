@@ -5,6 +5,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use calvin_tests::raw_origin::next_request;
 use calvin_tests::*;
 
 async fn preview_answering(answer: &[u8]) -> (TestEdge, TestAgent, RawOrigin, String) {
@@ -207,36 +208,10 @@ impl SlippingOrigin {
     }
 
     async fn serve(mut stream: tokio::net::TcpStream, record: Arc<Mutex<Vec<String>>>) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut buf = Vec::new();
-        loop {
-            let head_end = loop {
-                if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                    break at + 4;
-                }
-                let mut more = [0u8; 4096];
-                match stream.read(&mut more).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => buf.extend_from_slice(&more[..n]),
-                }
-            };
-            let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
-            let length: usize = head
-                .lines()
-                .find_map(|l| {
-                    let (name, value) = l.split_once(':')?;
-                    name.eq_ignore_ascii_case("content-length")
-                        .then(|| value.trim().parse().ok())?
-                })
-                .unwrap_or(0);
-            while buf.len() < head_end + length {
-                let mut more = [0u8; 4096];
-                match stream.read(&mut more).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(n) => buf.extend_from_slice(&more[..n]),
-                }
-            }
-            buf.drain(..head_end + length);
+        use tokio::io::AsyncWriteExt;
+        let mut buffered = Vec::new();
+        while let Some(request) = next_request(&mut stream, &mut buffered).await {
+            let head = String::from_utf8_lossy(&request);
             let line = head.lines().next().unwrap_or_default().to_owned();
             record.lock().expect("record").push(line.clone());
             let mut parts = line.split(' ');
@@ -321,14 +296,7 @@ async fn bytes_after_an_answer_never_reach_the_next_request_of_the_same_visitor(
     let origin = SlippingOrigin::start().await;
     let name = agent.preview(origin.port, None).await.name;
     let host = format!("{name}.{DOMAIN}");
-    let tcp = tokio::net::TcpStream::connect(edge.http)
-        .await
-        .expect("tcp");
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
-            .await
-            .expect("h1");
-    tokio::spawn(conn);
+    let mut sender = h1_client(edge.http).await;
     for (i, (method, path, status)) in SLIPS.iter().enumerate() {
         for (method, path, status) in [
             (*method, path.to_string(), *status),

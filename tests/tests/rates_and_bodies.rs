@@ -135,14 +135,7 @@ async fn requests_past_the_rate_of_an_address_get_429_with_retry_after() {
 async fn a_dev_edge_does_not_limit_its_own_machine() {
     let dev = DevPreview::start().await;
     let name = &dev.created.name;
-    let tcp = tokio::net::TcpStream::connect(dev.edge.http)
-        .await
-        .expect("tcp");
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
-            .await
-            .expect("h1");
-    tokio::spawn(conn);
+    let mut sender = h1_client(dev.edge.http).await;
     let started = Instant::now();
     let mut statuses = std::collections::BTreeMap::new();
     for _ in 0..2000 {

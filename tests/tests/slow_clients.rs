@@ -18,12 +18,7 @@ async fn preview_with(limits: Limits) -> PreviewSetup {
 
 /// Latencies of `n` GETs over one keep-alive HTTP/1.1 connection, sorted.
 async fn latencies(edge: &TestEdge, host: &str, n: usize) -> Vec<Duration> {
-    let tcp = TcpStream::connect(edge.http).await.expect("tcp");
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
-            .await
-            .expect("h1");
-    tokio::spawn(conn);
+    let mut sender = h1_client(edge.http).await;
     let mut all = Vec::new();
     for _ in 0..n {
         let req = http::Request::get("/hello")

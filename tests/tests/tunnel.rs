@@ -713,13 +713,7 @@ async fn each_request_is_routed_by_its_own_host() {
     }
 
     // One HTTP/1.1 keep-alive connection whose Host changes.
-    let tcp = tokio::net::TcpStream::connect(edge.http)
-        .await
-        .expect("tcp");
-    let (mut h1, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
-        .await
-        .expect("h1 handshake");
-    tokio::spawn(conn);
+    let mut h1 = h1_client(edge.http).await;
     let live = format!("live.{DOMAIN}");
     let quiet = format!("quiet.{DOMAIN}");
     for _ in 0..2 {
