@@ -701,59 +701,50 @@ mod tests {
     #[test]
     fn the_first_line_names_the_tool_and_its_main_argument() {
         let head = |tool: &str, input: Value| headline(tool, tool, &obj(input), &[]);
-        assert_eq!(
-            head(
+        let cases = [
+            (
                 "Write",
-                json!({"file_path": "/work/s1/file.txt", "content": "x"})
+                json!({"file_path": "/work/s1/file.txt", "content": "x"}),
+                "*Write* file.txt",
             ),
-            ":warning: Permission requested: *Write* file.txt"
-        );
-        assert_eq!(
-            head(
+            (
                 "Edit",
-                json!({"file_path": "src/main.rs", "old_string": "a"})
+                json!({"file_path": "src/main.rs", "old_string": "a"}),
+                "*Edit* main.rs",
             ),
-            ":warning: Permission requested: *Edit* main.rs"
-        );
-        assert_eq!(
-            head(
+            (
                 "Bash",
-                json!({"command": "npm test", "description": "Run the tests"})
+                json!({"command": "npm test", "description": "Run the tests"}),
+                "*Bash* `npm test`",
             ),
-            ":warning: Permission requested: *Bash* `npm test`"
-        );
-        assert_eq!(
-            head("Bash", json!({"command": "echo id\nrm -rf /tmp/x"})),
-            ":warning: Permission requested: *Bash* `echo id …`"
-        );
-        assert_eq!(
-            head("Bash", json!({"command": "echo `id`\nrm -rf /tmp/x"})),
-            ":warning: Permission requested: *Bash* (a command with backticks, below)"
-        );
-        assert_eq!(
-            head(
+            (
+                "Bash",
+                json!({"command": "echo id\nrm -rf /tmp/x"}),
+                "*Bash* `echo id …`",
+            ),
+            (
+                "Bash",
+                json!({"command": "echo `id`\nrm -rf /tmp/x"}),
+                "*Bash* (a command with backticks, below)",
+            ),
+            (
                 "WebFetch",
-                json!({"url": "https://example.com/a?b=1&c=<2>", "prompt": "p"})
+                json!({"url": "https://example.com/a?b=1&c=<2>", "prompt": "p"}),
+                "*WebFetch* https://example.com/a?b=1&amp;c=&lt;2&gt;",
             ),
-            ":warning: Permission requested: *WebFetch* https://example.com/a?b=1&amp;c=&lt;2&gt;"
-        );
-        // A tool of another server: the first usual key.
-        assert_eq!(
-            head(
+            // A tool of another server: the first usual key.
+            (
                 "mcp__fs__move",
-                json!({"mode": "fast", "path": "/a/b/report.pdf"})
+                json!({"mode": "fast", "path": "/a/b/report.pdf"}),
+                "*mcp__fs__move* report.pdf",
             ),
-            ":warning: Permission requested: *mcp__fs__move* report.pdf"
-        );
-        // Nothing to name, or not a string: the tool alone.
-        assert_eq!(
-            head("ExitPlanMode", json!({"plan": "Ship it"})),
-            ":warning: Permission requested: *ExitPlanMode*"
-        );
-        assert_eq!(
-            head("Bash", json!({"command": 42})),
-            ":warning: Permission requested: *Bash*"
-        );
+            // Nothing to name, or not a string: the tool alone.
+            ("ExitPlanMode", json!({"plan": "Ship it"}), "*ExitPlanMode*"),
+            ("Bash", json!({"command": 42}), "*Bash*"),
+        ];
+        for (tool, input, want) in cases {
+            assert_eq!(head(tool, input), format!("{REQUESTED} {want}"));
+        }
         // Cut at the limit and one past it.
         let at = "x".repeat(HEADLINE_ARG_CHARS);
         assert_eq!(
