@@ -19,6 +19,8 @@
 //! - [`process`]: the tokio runtime, the open-files limit, the log and the
 //!   shutdown signals.
 
+#[cfg(feature = "runtime")]
+pub mod batched_log;
 pub mod config_check;
 pub mod control_client;
 pub mod metrics_http;

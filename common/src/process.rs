@@ -10,6 +10,7 @@ pub use crate::LogFormat;
 /// event's fields and the spans it is in (a visitor request's id, an
 /// agent connection's address and account).
 pub fn init_tracing(default_filter: &str, format: LogFormat) {
+    let _ = LOG_FORMAT.set(format);
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
     let builder = tracing_subscriber::fmt()
@@ -62,6 +63,17 @@ fn runtime_threads(value: Option<&str>, default_threads: usize) -> Result<usize,
     }
 }
 
+static LOG_FORMAT: std::sync::OnceLock<LogFormat> = std::sync::OnceLock::new();
+
+/// The format [`init_tracing`] set, for lines a process writes itself in
+/// the log's format (the edge's access lines).
+pub fn log_format() -> LogFormat {
+    LOG_FORMAT.get().copied().unwrap_or(LogFormat::Text)
+}
+
+/// How long a process's end waits for its batched log lines to be written.
+const LAST_LINES: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Runs a binary's `main` on [`runtime`]; a runtime that cannot start is
 /// reported and ends the process with a failure.
 pub fn block_on(
@@ -70,7 +82,11 @@ pub fn block_on(
 ) -> std::process::ExitCode {
     raise_open_files_limit();
     match runtime(default_threads) {
-        Ok(runtime) => runtime.block_on(main),
+        Ok(runtime) => {
+            let code = runtime.block_on(main);
+            crate::batched_log::flush(LAST_LINES);
+            code
+        }
         Err(err) => {
             eprintln!("{err}");
             std::process::ExitCode::FAILURE
@@ -123,6 +139,7 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
             }
             // A log line, in the log's format (text or JSON).
             tracing::warn!("second signal: stopping now");
+            crate::batched_log::flush(LAST_LINES);
             std::process::exit(130);
         });
     }

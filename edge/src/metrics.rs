@@ -452,6 +452,13 @@ impl Collector for Live {
             None,
             lost.metric_type(),
         )?)?;
+        let dropped = ConstCounter::new(calvin_common::batched_log::dropped());
+        dropped.encode(encoder.encode_descriptor(
+            "log_dropped_lines",
+            "Access log lines dropped because their writer was 4 MiB behind (a slow terminal or disk); requests never wait for the log",
+            None,
+            dropped.metric_type(),
+        )?)?;
 
         if let Some(not_after) = (self.certificate_not_after)() {
             gauge(
@@ -638,6 +645,8 @@ mod tests {
             (r#"calvin_edge_agent_rtt_seconds{stat="mean"}"#, 0.02),
             (r#"calvin_edge_agent_rtt_seconds{stat="max"}"#, 0.03),
             ("calvin_edge_agent_lost_packets_total", 7.0),
+            // No line of this test process was dropped.
+            ("calvin_edge_log_dropped_lines_total", 0.0),
             ("calvin_edge_certificate_expiry_timestamp_seconds", 1.8e9),
             ("calvin_edge_acme_attempts_total", 4.0),
             ("calvin_edge_acme_failures_total", 1.0),

@@ -369,6 +369,64 @@ async fn the_access_log_can_be_turned_off() {
     assert!(log.contains("edge stopped"), "{log}");
 }
 
+/// A log nobody reads (a terminal scrolled back, a full disk, a pipe to a
+/// stuck process) never holds up a request: the edge's stderr is a FIFO
+/// the test opens and never reads, which is full after 64 KiB; 1,500
+/// requests with 8 KB paths (12 MB of access lines, past the writer's
+/// 4 MiB) are all answered by the origin, and the lines the writer could
+/// not keep are counted in `/metrics`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_nobody_reads_never_holds_up_a_request() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fifo = dir.path().join("edge.log");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    // Opened for reading first, so the edge's open for writing goes on;
+    // held, and never read.
+    let _unread = tokio::net::unix::pipe::OpenOptions::new()
+        .open_receiver(&fifo)
+        .expect("the FIFO's reading end");
+    let config = serve_edge::write_config(
+        dir.path(),
+        ZONE,
+        "access = true\n[limits]\nrequests_per_second_per_ip = 0\nrequests_per_second_per_preview = 0",
+    );
+    let edge = ServeEdge::start_with(&config, &fifo, &["--log-format", "json"]).await;
+    let ca = dir.path().join("certs/ca.pem");
+    let origin = Origin::start().await;
+    let agent = TestAgent::start_to(edge.quic, &ca, &token_for("a")).await;
+    agent.preview(origin.addr().port(), Some("web")).await;
+
+    let path = format!("/request/{}", "x".repeat(8000));
+    let mut sender = calvin_tests::raw_client::h1_client(edge.http.expect("http")).await;
+    let started = std::time::Instant::now();
+    for i in 0..1500 {
+        let req = http::Request::get(path.as_str())
+            .header(http::header::HOST, format!("web.{ZONE}"))
+            .body(http_body_util::Empty::<bytes::Bytes>::new())
+            .expect("request");
+        sender.ready().await.expect("the connection goes on");
+        let answered = tokio::time::timeout(Duration::from_secs(10), sender.send_request(req))
+            .await
+            .unwrap_or_else(|_| panic!("request {i} not answered in 10 s"))
+            .expect("answered");
+        assert_eq!(answered.status(), 200, "request {i}");
+        let body = http_body_util::BodyExt::collect(answered.into_body())
+            .await
+            .expect("body")
+            .to_bytes();
+        assert!(body.len() > 8000, "request {i}: {} bytes", body.len());
+    }
+    eprintln!("1,500 requests in {:?}", started.elapsed());
+    let dropped = series(&edge.metrics().await, "calvin_edge_log_dropped_lines_total");
+    // 12 MB of lines: at most 4 MiB wait and 64 KiB sit in the pipe.
+    assert!(dropped >= 900.0, "{dropped} lines dropped");
+    assert!(dropped < 1500.0, "{dropped} lines dropped");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn access_query_keeps_the_query_in_the_access_log() {
     let dir = tempfile::tempdir().expect("tempdir");
