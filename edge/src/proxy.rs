@@ -223,7 +223,16 @@ impl Proxy {
                 if access.is_some() && traced.preview.is_none() {
                     traced.preview = err.preview().map(PreviewName::to_string);
                 }
-                err.response(html, id.as_str()).map(Either::Right)
+                let mut answer = err.response(html, id.as_str());
+                // A malformed body leaves nothing after it to read as a
+                // request: the connection closes after this answer, and
+                // says so.
+                if matches!(err, EdgeError::BadRequestBody) && version < Version::HTTP_2 {
+                    answer
+                        .headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                }
+                answer.map(Either::Right)
             }
         };
         if let Some(alt_svc) = &self.alt_svc

@@ -196,13 +196,62 @@ const AMBIGUOUS: &[(&str, &str, u16)] = &[
         "POST / HTTP/1.1\r\nHost: H\r\nTransfer-Encoding: chunked\r\n\r\n2\nab\r\n0\r\n\r\n",
         400,
     ),
+    (
+        "chunk data ending in a bare LF",
+        "POST / HTTP/1.1\r\nHost: H\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nab\n0\r\n\r\n",
+        400,
+    ),
+    (
+        "last chunk ending in a bare LF",
+        "POST / HTTP/1.1\r\nHost: H\r\nTransfer-Encoding: chunked\r\n\r\n0\n\r\n",
+        400,
+    ),
+    (
+        "Transfer-Encoding folded onto a second line",
+        "POST / HTTP/1.1\r\nHost: H\r\nTransfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n",
+        400,
+    ),
+    (
+        "a tab before the colon of Transfer-Encoding",
+        "POST / HTTP/1.1\r\nHost: H\r\nTransfer-Encoding\t: chunked\r\n\r\n0\r\n\r\n",
+        400,
+    ),
+    (
+        "Transfer-Encoding chunked then a tab and more",
+        "POST / HTTP/1.1\r\nHost: H\r\nTransfer-Encoding: chunked\t,identity\r\n\r\n0\r\n\r\n",
+        400,
+    ),
+    (
+        "NUL in a header name",
+        "GET / HTTP/1.1\r\nHost: H\r\nX\0A: b\r\n\r\n",
+        400,
+    ),
+    (
+        "a control character in a header value",
+        "GET / HTTP/1.1\r\nHost: H\r\nX-A: a\x01b\r\n\r\n",
+        400,
+    ),
+    (
+        "a chunk extension past the bound",
+        "POST / HTTP/1.1\r\nHost: H\r\nTransfer-Encoding: chunked\r\n\r\n2;EXTENSION\r\nab\r\n0\r\n\r\n",
+        400,
+    ),
 ];
+
+/// A request in [`AMBIGUOUS`], its placeholders filled: `Host: H` names
+/// the preview, `EXTENSION` is a chunk extension one byte past the bound.
+fn filled(request: &str, host: &str) -> String {
+    let extension = format!("x={}", "e".repeat(4096));
+    request
+        .replace("Host: H", &format!("Host: {host}"))
+        .replace("EXTENSION", &extension)
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ambiguous_framing_gets_400_and_close_before_any_stream() {
     let l = live().await;
     for (label, request, status) in AMBIGUOUS {
-        let request = request.replace("Host: H", &format!("Host: {}", l.host));
+        let request = filled(request, &l.host);
         let out = exchange(l.edge.http, request.as_bytes()).await;
         assert_eq!(out.statuses(), [*status], "{label}: {}", out.text);
         assert!(out.closed, "{label}: the connection stays open");
@@ -321,6 +370,45 @@ async fn a_bad_request_after_good_ones_is_refused_alone() {
     assert_eq!(requests.len(), 1);
     assert!(requests[0].starts_with(b"GET /first "));
     assert_eq!(l.origin.connections(), 1);
+}
+
+/// A request written after one that said `Connection: close` is never
+/// read: the first is answered, the connection closes, and the second
+/// reaches nothing (an origin that keeps its connection open must not see
+/// it either).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_written_after_connection_close_never_runs() {
+    let l = live().await;
+    let h = &l.host;
+    for first in [
+        format!("GET /first HTTP/1.1\r\nHost: {h}\r\nConnection: close\r\n\r\n"),
+        format!("GET /first HTTP/1.0\r\nHost: {h}\r\n\r\n"),
+        format!(
+            "POST /first HTTP/1.1\r\nHost: {h}\r\nConnection: close\r\nContent-Length: 2\r\n\r\nab"
+        ),
+    ] {
+        let before = l.origin.requests().len();
+        let sent = format!("{first}GET /smuggled HTTP/1.1\r\nHost: {h}\r\n\r\n");
+        let out = exchange(l.edge.http, sent.as_bytes()).await;
+        // One answer (an HTTP/1.0 request's is HTTP/1.0).
+        assert_eq!(
+            out.text.matches(" 200 OK\r\n").count(),
+            1,
+            "{first:?}: {}",
+            out.text
+        );
+        assert!(out.text.starts_with("HTTP/1."), "{first:?}: {}", out.text);
+        assert!(out.closed, "{first:?}");
+        // The origin's agent may still be writing the first: a moment for
+        // a second to arrive, if it were to.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let requests = l.origin.requests();
+        assert_eq!(requests.len(), before + 1, "{first:?}");
+        assert!(
+            requests[before].starts_with(b"GET /first ")
+                || requests[before].starts_with(b"POST /first ")
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
