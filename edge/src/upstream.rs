@@ -61,10 +61,6 @@ pub struct UpstreamSettings {
     pub bandwidth: Buckets,
 }
 
-/// How often a request waiting for a server asks an agent older than
-/// `StreamHeader::wait_ms` again.
-const RETRY_EVERY: Duration = Duration::from_millis(200);
-
 #[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
     #[error("the agent is not connected")]
@@ -582,17 +578,10 @@ impl Upstream {
         }
         // A server that refuses connections may be restarting: nothing was
         // sent to it, so the request waits for it a while, on the agent's
-        // machine (see `StreamHeader::wait_ms`). An agent that answers
-        // before the wait is over (one older than the field) is asked again.
+        // machine (see `StreamHeader::wait_ms`): the agent's answer is the
+        // event waited for.
         let deadline = Instant::now() + self.link.settings.reconnect_wait;
-        let mut conn = loop {
-            match Box::pin(self.connect(client, deadline)).await {
-                Err(UpstreamError::NotListening(_)) if Instant::now() + RETRY_EVERY < deadline => {
-                    tokio::time::sleep(RETRY_EVERY).await;
-                }
-                connected => break connected?,
-            }
-        };
+        let mut conn = Box::pin(self.connect(client, deadline)).await?;
         let Some(req) = unsent.take() else {
             return Err(UpstreamError::Tunnel("no request to send".into()));
         };
