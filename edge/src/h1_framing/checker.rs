@@ -155,6 +155,12 @@ impl Checker {
         self.heads
     }
 
+    /// Where the message being read starts: once one has ended, where it
+    /// ended (the differential fuzz target compares it with hyper's).
+    pub fn message_start(&self) -> u64 {
+        self.message_start
+    }
+
     /// After a check that passed bytes up to `to` of those read up to
     /// `end`: where the next check starts. A partial head is checked again
     /// as it grows, from its start; the rest is not checked twice.
@@ -256,11 +262,14 @@ impl Checker {
                         return self.refused(at, Refusal::bad("the trailer section is too long"));
                     }
                     match byte {
-                        b'\n' if self.line.is_empty() || self.line == b"\r" => {
+                        b'\n' if self.line == b"\r" => {
                             self.line.clear();
                             self.message_done(at + 1);
                         }
                         b'\n' => {
+                            if let Err(refusal) = trailer_field(&self.line) {
+                                return self.refused(at, refusal);
+                            }
                             self.line.clear();
                             self.state = State::Trailers { total: total + 1 };
                         }
@@ -616,13 +625,17 @@ fn framing(
         } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
             let value = std::str::from_utf8(header.value)
                 .map_err(|_| Refusal::bad("Transfer-Encoding is not text"))?;
-            codings.extend(
-                value
-                    .split(',')
-                    .map(|c| c.trim_matches([' ', '\t']))
-                    .filter(|c| !c.is_empty())
-                    .map(str::to_ascii_lowercase),
-            );
+            // Empty list elements (`chunked,`) are refused: RFC 9110 has
+            // them ignored, but a reader that does not (hyper) reads
+            // another framing.
+            for coding in value.split(',').map(|c| c.trim_matches([' ', '\t'])) {
+                if coding.is_empty() {
+                    return Err(Refusal::bad(format!(
+                        "the {what}'s Transfer-Encoding has an empty element"
+                    )));
+                }
+                codings.push(coding.to_ascii_lowercase());
+            }
         }
     }
     let te = headers
@@ -694,6 +707,28 @@ fn chunk_size(line: &[u8]) -> Result<u64, Refusal> {
     }
     let digits = std::str::from_utf8(digits).map_err(|_| Refusal::bad("bad chunk size"))?;
     u64::from_str_radix(digits, 16).map_err(|_| Refusal::bad("bad chunk size"))
+}
+
+/// A trailer line (without its LF): a header field, `name: value`, ended
+/// with CRLF. Anything else (a bare LF, a folded line, a line that is no
+/// field) would let the section end where another reader does not see it
+/// end.
+fn trailer_field(line: &[u8]) -> Result<(), Refusal> {
+    let Some(field) = line.strip_suffix(b"\r") else {
+        return Err(Refusal::bad(
+            "a trailer line (or the end of the trailers) does not end with CRLF",
+        ));
+    };
+    let Some(colon) = field.iter().position(|&b| b == b':') else {
+        return Err(Refusal::bad("a trailer line is not a header field"));
+    };
+    let (name, value) = (&field[..colon], &field[colon + 1..]);
+    let token = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
+    let text = |b: &u8| matches!(b, b'\t' | b' '..=b'~' | 0x80..=0xff);
+    if name.is_empty() || !name.iter().all(token) || !value.iter().all(text) {
+        return Err(Refusal::bad("a trailer line is not a header field"));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -877,6 +912,13 @@ mod tests {
             ("chunk without CRLF", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\n", Err((400, "does not end with CRLF"))),
             ("chunk data too long", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n", Err((400, "longer than its chunk size"))),
             ("NUL in a trailer", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nA: \0\r\n\r\n", Err((400, "NUL"))),
+            ("an empty coding", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked,\r\n\r\n0\r\n\r\n", Err((400, "empty element"))),
+            ("an empty Transfer-Encoding", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding:\r\n\r\n0\r\n\r\n", Err((400, "empty element"))),
+            ("a trailer that is no field", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nGET / HTTP/1.1\r\n\r\n", Err((400, "not a header field"))),
+            ("a control in a trailer", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nA: b\x10\r\n\r\n", Err((400, "not a header field"))),
+            ("a folded trailer", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nA: b\r\n c\r\n\r\n", Err((400, "not a header field"))),
+            ("a trailer ending in a bare LF", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nA: b\n\r\n", Err((400, "CRLF"))),
+            ("trailers ending in a bare LF", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\n", Err((400, "CRLF"))),
             ("malformed head", b"GET / HTTP/1.1\r\nA B: c\r\n\r\n", Err((400, "malformed request head"))),
         ];
         for (case, bytes, want) in cases {
