@@ -276,6 +276,9 @@ fn hyper_verdict(stream: &[u8]) -> Verdict {
         async move {
             let path = format!("{} {}", req.method(), req.uri().path());
             let body = req.into_body().collect().await;
+            if let (Err(err), Some(_)) = (&body, std::env::var_os("ORACLE_DEBUG")) {
+                eprintln!("hyper's body failed: {err:?}");
+            }
             let outcome = body.map(|_| ()).map_err(|e| cut_short(&e));
             record.lock().unwrap().push((path, outcome));
             Ok::<_, std::convert::Infallible>(http::Response::new(

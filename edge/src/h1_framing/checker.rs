@@ -70,8 +70,8 @@ pub(crate) enum State {
     /// The CRLF after chunk data: `cr` when the CR was seen.
     ChunkEnd { cr: bool },
     /// Trailer lines after the last chunk (this line in `Checker::line`),
-    /// `total` bytes of them so far.
-    Trailers { total: usize },
+    /// `total` bytes and `fields` lines of them so far.
+    Trailers { total: usize, fields: usize },
     /// An upgrade was asked: nothing is read until the answer is written.
     AwaitingAnswer,
     /// Not HTTP any more (upgraded), or refused.
@@ -228,7 +228,12 @@ impl Checker {
                 State::ChunkSize => {
                     if byte == b'\n' {
                         match chunk_size(&self.line) {
-                            Ok(0) => self.state = State::Trailers { total: 0 },
+                            Ok(0) => {
+                                self.state = State::Trailers {
+                                    total: 0,
+                                    fields: 0,
+                                }
+                            }
                             Ok(size) => self.state = State::ChunkData { left: size },
                             Err(refusal) => return self.refused(at, refusal),
                         }
@@ -257,7 +262,7 @@ impl Checker {
                             .refused(at, Refusal::bad("chunk data is longer than its chunk size"));
                     }
                 },
-                State::Trailers { total } => {
+                State::Trailers { total, fields } => {
                     if total >= MAX_CHUNK_LINE {
                         return self.refused(at, Refusal::bad("the trailer section is too long"));
                     }
@@ -270,13 +275,30 @@ impl Checker {
                             if let Err(refusal) = trailer_field(&self.line) {
                                 return self.refused(at, refusal);
                             }
+                            // As many fields as a head may have (hyper's
+                            // limit too).
+                            if fields >= self.limits.max_headers {
+                                return self.refused(
+                                    at,
+                                    Refusal::bad(format!(
+                                        "the trailer section has more than {} fields",
+                                        self.limits.max_headers
+                                    )),
+                                );
+                            }
                             self.line.clear();
-                            self.state = State::Trailers { total: total + 1 };
+                            self.state = State::Trailers {
+                                total: total + 1,
+                                fields: fields + 1,
+                            };
                         }
                         0 => return self.refused(at, Refusal::bad("a trailer holds a NUL byte")),
                         _ => {
                             self.line.push(byte);
-                            self.state = State::Trailers { total: total + 1 };
+                            self.state = State::Trailers {
+                                total: total + 1,
+                                fields,
+                            };
                         }
                     }
                 }
@@ -938,6 +960,29 @@ mod tests {
                 _ => panic!("{case}: got {got:?}, want {want:?}"),
             }
         }
+    }
+
+    /// As many trailer fields as a head may have pass; one more is refused
+    /// (hyper's limit too).
+    #[test]
+    fn trailer_fields_are_taken_up_to_the_header_limit() {
+        let body = |fields: usize| {
+            let mut bytes = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n".to_vec();
+            for _ in 0..fields {
+                bytes.extend_from_slice(b"t: 1\r\n");
+            }
+            bytes.extend_from_slice(b"\r\n");
+            bytes
+        };
+        let at_most = body(limits().max_headers);
+        assert_eq!(check_all(&at_most), Checked::ReadyTo(at_most.len() as u64));
+        let Checked::Refused { refusal, .. } = check_all(&body(limits().max_headers + 1)) else {
+            panic!("one trailer field past the limit passed");
+        };
+        assert!(
+            refusal.message.contains("more than 100 fields"),
+            "{refusal:?}"
+        );
     }
 
     /// A chunk-size line of 4,096 bytes passes; one byte more is refused.
