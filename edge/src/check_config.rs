@@ -21,11 +21,11 @@ use calvin_common::config_check::{
 
 use crate::StartError;
 use crate::accounts::{AccountError, MIN_TOKEN_LEN};
-use crate::cert_store::CertStore;
+use crate::certs::cert_store::CertStore;
+use crate::certs::dns::{Challenges, ZoneAnswers, ZoneError};
+use crate::certs::tls::TlsMaterial;
 use crate::config::{ConfigError, ConfigFile};
-use crate::dns::{Challenges, ZoneAnswers, ZoneError};
 use crate::settings::canonical_domain;
-use crate::tls::TlsMaterial;
 
 /// Checks the configuration at `path`: the parsed file and a one-line
 /// summary, or every problem found.

@@ -60,10 +60,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use crate::acme::AcmeSettings;
-use crate::dns::ZoneSettings;
+use crate::certs::acme::AcmeSettings;
+use crate::certs::dns::ZoneSettings;
+use crate::certs::tls::TlsError;
 use crate::state_files::{self, FileError};
-use crate::tls::TlsError;
 use crate::{Certificates, DnsSettings, Limits, Listen, PlainHttp, Settings};
 
 #[derive(Debug, Deserialize)]
@@ -554,7 +554,7 @@ impl ConfigFile {
             share_key: state_files::load_or_make_key(
                 &self.state_dir.join(crate::share::SHARE_KEY_FILE),
             )?,
-            names_file: Some(self.state_dir.join(crate::name_store::FILE)),
+            names_file: Some(self.state_dir.join(crate::upstream::name_store::FILE)),
         })
     }
 }

@@ -25,11 +25,11 @@ use rcgen::{
 use serde::{Deserialize, Serialize};
 use time::{Duration, OffsetDateTime};
 
+use crate::certs::tls::{TlsError, TlsMaterial};
 use crate::state_files::{
     FileError, decode_hex32, load_or_make_key, load_or_make_secret, read_optional, write_private,
     write_public,
 };
-use crate::tls::{TlsError, TlsMaterial};
 use crate::{Certificates, Edge, Limits, Listen, ListenerKind, PlainHttp, Settings, StartError};
 
 pub const CA_FILE: &str = "ca.pem";
@@ -176,7 +176,7 @@ impl DevArgs {
             },
             reset_key: state.reset_key,
             share_key: state.share_key,
-            names_file: Some(state.dir.join(crate::name_store::FILE)),
+            names_file: Some(state.dir.join(crate::upstream::name_store::FILE)),
             cluster: None,
         }
     }
@@ -605,7 +605,7 @@ mod tests {
         }
         let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
             roots.into(),
-            crate::tls::provider(),
+            crate::certs::tls::provider(),
         )
         .build()
         .unwrap();
@@ -656,7 +656,7 @@ mod tests {
             .unwrap();
         let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
             roots.into(),
-            crate::tls::provider(),
+            crate::certs::tls::provider(),
         )
         .build()
         .unwrap();

@@ -9,6 +9,14 @@ use http::header::{
 use http::{HeaderMap, Response, StatusCode};
 use http_body_util::Full;
 
+/// A rate that was passed: the rate, and how long until a request passes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exceeded {
+    pub per_second: u32,
+    pub burst: u32,
+    pub retry_after: std::time::Duration,
+}
+
 /// Names the failure in a response header, for scripts and tests.
 pub const ERROR_HEADER: &str = "x-calvin-error";
 /// A request's id: sent to the origin, and on the edge's own answers.
@@ -52,7 +60,7 @@ pub enum EdgeError {
     BodyStalled(u64),
     /// Too many requests from an address or for a preview (`from ...`,
     /// `for preview ...`).
-    RateLimited(String, crate::rates::Exceeded),
+    RateLimited(String, Exceeded),
     /// The edge is stopping, and its grace period for requests under way
     /// ran out.
     Stopping,
@@ -384,7 +392,7 @@ mod tests {
     fn every_code_is_listed_once() {
         let n = PreviewName::parse("x").unwrap();
         let p: Port = 1u16.try_into().unwrap();
-        let exceeded = crate::rates::Exceeded {
+        let exceeded = Exceeded {
             per_second: 1,
             burst: 1,
             retry_after: std::time::Duration::from_secs(1),

@@ -2,53 +2,50 @@
 //! the edge finds the agent serving `<name>` and forwards the request over
 //! that agent's QUIC connection.
 //!
-//! - [`Edge`]: binds the listeners ([`Edge::bind`]), then serves until a
-//!   shutdown future resolves and drains ([`Edge::run`]).
-//! - [`Settings`] / [`Limits`] (module `settings`): what it serves and its
-//!   caps, checked at start; [`config`] reads them from `edge.toml`, [`dev`]
-//!   makes them for one machine.
-//! - [`route_table::RouteTable`]: names, their owners and their upstreams.
-//! - [`proxy`]: per-request routing, [`rewrite`] its header rewriting,
-//!   [`share`] the share-token check of protected previews;
-//!   [`upstream`]: the
-//!   pooled HTTP/1.1-over-QUIC connections; [`tunnel`]: the agents' side.
-//! - [`dns`]: the zone's authoritative DNS; [`acme`]: its certificate;
-//!   [`cert_store`]: the certificate every handshake reads.
+//! The request path is a stack of folders, each importing only those
+//! below it:
+//!
+//! - [`front`]: the visitors' listeners: accept, TLS, protocol detection,
+//!   HTTP/1 (through the framing gate), HTTP/2 and HTTP/3;
+//! - [`proxy`]: a request's steps in order: limits, route ([`proxy::host`]),
+//!   admit ([`share`]), rewrite ([`proxy::rewrite`]), read ahead, send, and
+//!   its access line ([`proxy::access_log`]);
+//! - [`upstream`]: the agents' links and the pooled HTTP/1.1-over-QUIC
+//!   connections to origins, the agents' side ([`upstream::tunnel`]), the
+//!   names they hold ([`upstream::route_table`]);
+//! - [`cluster`]: several edges as one, on etcd;
+//! - [`ops`]: the admin listener, metrics, health;
+//! - [`certs`]: TLS material, the certificate store, ACME and the zone's
+//!   DNS.
+//!
+//! Below them, at this level: what every stage shares (the edge's errors
+//! and their pages, the counters, the HTTP/1 framing checker, accounts,
+//! share tokens, request bodies, bandwidth buckets, state files). Above
+//! them: [`Edge`], which binds the listeners ([`Edge::bind`]) and serves
+//! until a shutdown future resolves ([`Edge::run`]); [`Settings`] /
+//! [`Limits`] (module `settings`), [`config`] (`edge.toml`), [`dev`] (one
+//! machine) and [`check_config`].
 
 pub mod accounts;
-pub mod acme;
-pub mod admin;
 pub mod bandwidth;
-pub mod cert_store;
+pub mod certs;
 pub mod check_config;
 pub mod cluster;
 pub mod config;
+pub mod counts;
 pub mod dev;
-pub mod dns;
 pub mod error_page;
+pub mod front;
 pub mod guesses;
 pub mod h1_framing;
-mod h2_flood;
-pub mod health;
-pub mod host;
-mod http3;
-mod http_server;
-pub mod metrics;
-pub mod name_store;
+pub mod ops;
 pub mod proxy;
 mod quic_ids;
-pub mod rates;
-mod read_ahead;
 mod request_body;
-mod request_log;
 mod rewind;
-pub mod rewrite;
-pub mod route_table;
 mod settings;
 pub mod share;
 mod state_files;
-pub mod tls;
-pub mod tunnel;
 pub use calvin_common::tunnel_stream;
 pub mod upstream;
 
@@ -65,18 +62,22 @@ use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
 
 use crate::accounts::Accounts;
-use crate::acme::{AcmeSettings, Renewal};
-use crate::admin::Admin;
-use crate::cert_store::CertStore;
-use crate::dns::{Challenges, DnsServer, ZoneAnswers};
-use crate::health::Health;
-use crate::http_server::HttpServer;
-use crate::metrics::Metrics;
+use crate::certs::acme::{AcmeSettings, Renewal};
+use crate::certs::cert_store::CertStore;
+use crate::certs::dns::{Challenges, DnsServer, ZoneAnswers};
+use crate::certs::tls::{TlsError, TlsMaterial};
+use crate::certs::{acme, tls};
+use crate::front::HttpServer;
+use crate::ops::admin::Admin;
+use crate::ops::health::Health;
+use crate::ops::metrics::Metrics;
+use crate::ops::{health, metrics};
 use crate::proxy::Proxy;
-use crate::route_table::RouteTable;
-use crate::tls::{TlsError, TlsMaterial};
-use crate::tunnel::AgentHub;
+use crate::proxy::rates;
 use crate::upstream::UpstreamSettings;
+use crate::upstream::route_table::RouteTable;
+use crate::upstream::tunnel::AgentHub;
+use crate::upstream::{name_store, tunnel};
 
 pub use settings::{
     Bound, Certificates, DnsSettings, Http3Settings, Limits, Listen, ListenerKind, PlainHttp,
@@ -146,7 +147,7 @@ impl Edge {
             let wait = Duration::from_secs(limits.reconnect_wait_secs);
             name_store::start(&routes, path, wait, restore);
         }
-        let counts = metrics::Counts::default();
+        let counts = crate::counts::Counts::default();
         let certificates = match &settings.certificates {
             Certificates::Fixed(material) => {
                 certs.install(material)?;
@@ -300,7 +301,11 @@ impl Edge {
             counts: counts.clone(),
             share_key,
             #[cfg(feature = "cluster")]
-            store: cluster.as_ref().map(|(store, _)| store.clone()),
+            store: cluster
+                .as_ref()
+                .map(|(store, _)| store.clone() as Arc<dyn upstream::claims::NameClaims>),
+            #[cfg(not(feature = "cluster"))]
+            store: None,
         });
         #[cfg(feature = "cluster")]
         let cluster = cluster.map(|(store, endpoint)| ClusterParts {
@@ -507,7 +512,7 @@ impl Edge {
             .admin_listener
             .map(|listener| tokio::spawn(self.admin.clone().serve(listener)));
         self.admin.serving.store(true, Ordering::Release);
-        let agents = tokio::spawn(tunnel::accept_agents(
+        let agents = tokio::spawn(crate::front::quic::accept_quic(
             self.endpoint.clone(),
             self.hub.clone(),
             http3,

@@ -9,9 +9,9 @@ use serde::Deserialize;
 use tracing::warn;
 
 use crate::accounts::AccountError;
-use crate::acme::AcmeSettings;
-use crate::dns::{ZoneError, ZoneSettings};
-use crate::tls::{TlsError, TlsMaterial};
+use crate::certs::acme::AcmeSettings;
+use crate::certs::dns::{ZoneError, ZoneSettings};
+use crate::certs::tls::{TlsError, TlsMaterial};
 
 /// Everything an edge needs to start.
 pub struct Settings {
@@ -37,7 +37,7 @@ pub struct Settings {
     /// cluster, the cluster's key (in etcd) is used instead.
     pub share_key: [u8; 32],
     /// Where the edge keeps the names it serves and holds (see
-    /// [`crate::name_store`]): started again, it holds them for their
+    /// [`crate::upstream::name_store`]): started again, it holds them for their
     /// owners, and for a while a request for one served before whose agent
     /// is not back waits for it, then hears "retry shortly". `None`:
     /// nothing kept, nothing expected.
@@ -87,7 +87,7 @@ pub struct Listen {
     pub http3: Http3Settings,
 }
 
-/// HTTP/3 for visitors, on the QUIC listener (see [`crate::http3`]).
+/// HTTP/3 for visitors, on the QUIC listener (see [`crate::front::http3`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Http3Settings {
     /// Whether visitors may speak HTTP/3 there (ALPN `h3`).

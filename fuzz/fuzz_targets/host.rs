@@ -1,5 +1,5 @@
 //! The edge's host routing on arbitrary Host headers and request targets:
-//! `calvin_edge::host::preview_name` and `calvin_edge::host::resolve`.
+//! `calvin_edge::proxy::host::preview_name` and `calvin_edge::proxy::host::resolve`.
 //!
 //! Input layout (so seeds stay readable): one flags byte, then the request
 //! target, a NUL, the Host header, and optionally a NUL and a second Host
@@ -9,7 +9,7 @@
 
 #![no_main]
 
-use calvin_edge::host::{HostError, Target, preview_name, request_host, resolve};
+use calvin_edge::proxy::host::{HostError, Target, preview_name, request_host, resolve};
 use calvin_proto::PreviewName;
 use http::header::HOST;
 use http::{HeaderValue, Request, Uri, Version};

@@ -58,7 +58,7 @@ pub struct TestEdge {
     pub url_template: String,
     pub state_dir: PathBuf,
     pub domain: &'static str,
-    metrics: std::sync::Arc<calvin_edge::metrics::Metrics>,
+    metrics: std::sync::Arc<calvin_edge::ops::metrics::Metrics>,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<()>>,
     _dir: Option<tempfile::TempDir>,
@@ -128,7 +128,7 @@ impl TestEdge {
             limits: options.limits,
             reset_key: state.reset_key,
             share_key: state.share_key,
-            names_file: Some(state_dir.join(calvin_edge::name_store::FILE)),
+            names_file: Some(state_dir.join(calvin_edge::upstream::name_store::FILE)),
             cluster: None,
         };
         let edge = Edge::bind(settings).await.expect("edge binds");
@@ -698,11 +698,12 @@ pub fn tls_client_config(ca: &Path, alpn: &[&[u8]]) -> rustls::ClientConfig {
     for cert in CertificateDer::pem_file_iter(ca).expect("ca") {
         roots.add(cert.expect("cert")).expect("root");
     }
-    let mut config = rustls::ClientConfig::builder_with_provider(calvin_edge::tls::provider())
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let mut config =
+        rustls::ClientConfig::builder_with_provider(calvin_edge::certs::tls::provider())
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
     config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     config
 }
@@ -869,13 +870,13 @@ pub fn quic_server(
 ) {
     let dir = tempfile::tempdir().expect("tempdir");
     let state = calvin_edge::dev::load_or_create(dir.path(), DOMAIN).expect("state");
-    let certs = std::sync::Arc::new(calvin_edge::cert_store::CertStore::new());
+    let certs = std::sync::Arc::new(calvin_edge::certs::cert_store::CertStore::new());
     certs.install(&state.tls).expect("dev certificate");
-    let server = calvin_edge::tls::quic_config(certs, loopback, false).expect("quic config");
+    let server = calvin_edge::certs::tls::quic_config(certs, loopback, false).expect("quic config");
     let local: SocketAddr = "127.0.0.1:0".parse().expect("addr");
     let endpoint = if loopback {
         let socket = calvin_edge::udp_socket(local).expect("udp socket");
-        let config = calvin_edge::tls::endpoint_config(quinn::EndpointConfig::default());
+        let config = calvin_edge::certs::tls::endpoint_config(quinn::EndpointConfig::default());
         quinn::Endpoint::new(
             config,
             Some(server),

@@ -204,7 +204,7 @@ pub async fn served_serial(addr: SocketAddr, host: &str, root: &Path) -> String 
         .await
         .expect("verified handshake");
     let leaf = &tls.get_ref().1.peer_certificates().expect("certificates")[0];
-    calvin_edge::cert_store::CertInfo::of(leaf)
+    calvin_edge::certs::cert_store::CertInfo::of(leaf)
         .expect("leaf parses")
         .serial
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use calvin_edge::cert_store::CertInfo;
+use calvin_edge::certs::cert_store::CertInfo;
 use calvin_tests::free_udp_tcp_port;
 use calvin_tests::pebble::Pebble;
 use calvin_tests::serve_edge::{ServeEdge, served_serial};

@@ -111,7 +111,7 @@ fn roots(ca: &Path) -> Arc<rustls::RootCertStore> {
 /// An edge's peer listener: its certificate, and clients verified against
 /// `certs.ca`.
 fn server_config(certs: &EdgeCerts) -> rustls::ServerConfig {
-    let provider = calvin_edge::tls::provider();
+    let provider = calvin_edge::certs::tls::provider();
     let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
         roots(&certs.ca),
         provider.clone(),
@@ -132,7 +132,7 @@ fn server_config(certs: &EdgeCerts) -> rustls::ServerConfig {
 /// An edge dialing a peer: servers verified against `certs.ca`, its own
 /// certificate offered.
 fn client_config(certs: &EdgeCerts) -> rustls::ClientConfig {
-    rustls::ClientConfig::builder_with_provider(calvin_edge::tls::provider())
+    rustls::ClientConfig::builder_with_provider(calvin_edge::certs::tls::provider())
         .with_safe_default_protocol_versions()
         .expect("versions")
         .with_root_certificates(roots(&certs.ca))

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use calvin_edge::dns::{Challenges, DnsServer, ZoneAnswers, ZoneSettings};
+use calvin_edge::certs::dns::{Challenges, DnsServer, ZoneAnswers, ZoneSettings};
 use calvin_tests::serve_edge::{ServeEdge, dig, dig_flags, dig_status};
 use calvin_tests::{token_for, write_secret};
 

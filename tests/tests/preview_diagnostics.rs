@@ -560,7 +560,7 @@ async fn tls_server() -> (u16, tokio::task::JoinHandle<()>) {
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (cert, key) = self_signed();
-    let config = rustls::ServerConfig::builder_with_provider(calvin_edge::tls::provider())
+    let config = rustls::ServerConfig::builder_with_provider(calvin_edge::certs::tls::provider())
         .with_safe_default_protocol_versions()
         .expect("versions")
         .with_no_client_auth()

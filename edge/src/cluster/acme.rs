@@ -37,9 +37,9 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use super::store::{Store, timed};
-use crate::acme::{self, AcmeError, AcmeSettings, Issued, Publish, Renewal};
-use crate::cert_store::{CertInfo, CertStore};
-use crate::dns::Challenges;
+use crate::certs::acme::{self, AcmeError, AcmeSettings, Issued, Publish, Renewal};
+use crate::certs::cert_store::{CertInfo, CertStore};
+use crate::certs::dns::Challenges;
 
 pub const ACME: &str = "calvin/acme/";
 pub const ORDERER: &str = "calvin/acme/orderer";

@@ -19,9 +19,9 @@ use tracing::{debug, info, warn};
 
 use super::store::{EDGES, NAMES, NameRecord, NameState, PREFIX, ROUTES, RouteRecord, Store};
 use crate::accounts::AccountId;
-use crate::route_table::RouteId;
 use crate::share::Protection;
-use crate::tunnel::AgentHub;
+use crate::upstream::route_table::RouteId;
+use crate::upstream::tunnel::AgentHub;
 use crate::upstream::{AgentLink, Upstream};
 
 /// The first wait before reading etcd again after a failure, and the most.
@@ -93,9 +93,9 @@ impl Mirror {
     }
 
     /// The cluster as the metrics show it.
-    pub fn now(&self) -> crate::metrics::ClusterNow {
+    pub fn now(&self) -> crate::ops::metrics::ClusterNow {
         let view = self.view();
-        crate::metrics::ClusterNow {
+        crate::ops::metrics::ClusterNow {
             store_up: *self.store.up().borrow(),
             peers: view
                 .peers
@@ -484,7 +484,7 @@ impl<F: FnMut()> Drop for Defer<F> {
 fn unix_instant(ms: u64) -> std::time::Instant {
     let at = std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(ms));
     match at {
-        Some(at) => crate::tunnel::instant_at(at),
+        Some(at) => crate::upstream::tunnel::instant_at(at),
         None => std::time::Instant::now() + std::time::Duration::from_secs(86_400 * 365),
     }
 }

@@ -23,9 +23,9 @@ use rustls_pki_types::pem::PemObject;
 use tokio::sync::watch;
 use tracing::{Instrument, debug, info_span, warn};
 
-use crate::route_table::Lookup;
-use crate::tls::{TlsError, TlsMaterial, provider};
-use crate::tunnel::AgentHub;
+use crate::certs::tls::{TlsError, TlsMaterial, provider};
+use crate::upstream::route_table::Lookup;
+use crate::upstream::tunnel::AgentHub;
 
 /// The ALPN of the edge-to-edge protocol.
 pub const ALPN: &[u8] = b"calvin-peer/1";
@@ -75,7 +75,7 @@ impl PeerTls {
 /// certificate the cluster CA signed, and dials others with its own.
 pub fn endpoint(addr: SocketAddr, tls: &PeerTls) -> Result<quinn::Endpoint, PeerError> {
     let (server, client) = configs(tls)?;
-    let loopback = crate::tls::is_loopback(addr);
+    let loopback = crate::certs::tls::is_loopback(addr);
     let mut transport = calvin_common::quic::transport_config(PEER_STREAMS, loopback);
     // Both sides keep the connection alive: either may have requests to
     // send on it.
@@ -92,7 +92,7 @@ pub fn endpoint(addr: SocketAddr, tls: &PeerTls) -> Result<quinn::Endpoint, Peer
     client.transport_config(transport);
 
     let socket = calvin_common::quic::udp_socket(addr).map_err(PeerError::Io)?;
-    let config = crate::tls::endpoint_config(quinn::EndpointConfig::default());
+    let config = crate::certs::tls::endpoint_config(quinn::EndpointConfig::default());
     let mut endpoint =
         quinn::Endpoint::new(config, Some(server), socket, Arc::new(quinn::TokioRuntime))
             .map_err(PeerError::Io)?;
@@ -171,7 +171,7 @@ pub(crate) async fn accept(
     hub: Arc<AgentHub>,
     stop: watch::Receiver<bool>,
 ) {
-    crate::tunnel::accept_until(&endpoint, stop, |incoming| {
+    crate::upstream::tunnel::accept_until(&endpoint, stop, |incoming| {
         let span = info_span!("peer", remote = %incoming.remote_address());
         let hub = hub.clone();
         tokio::spawn(
@@ -180,7 +180,7 @@ pub(crate) async fn accept(
                     Ok(conn) => conn,
                     Err(err) => {
                         hub.counts
-                            .handshake_failed(crate::metrics::HandshakeFailure::QuicError);
+                            .handshake_failed(crate::counts::HandshakeFailure::QuicError);
                         return warn!(%err, "an edge's handshake failed");
                     }
                 };

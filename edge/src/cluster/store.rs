@@ -30,6 +30,8 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::accounts::AccountId;
+use crate::upstream::claims::NameClaims;
+pub use crate::upstream::claims::{Claim, NameState, StoreRefusal};
 
 /// The prefix of every key calvin keeps in etcd.
 pub const PREFIX: &str = "calvin/";
@@ -79,17 +81,6 @@ pub struct NameRecord {
     pub ends_ms: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum NameState {
-    /// An agent serves it (its edge holds `routes/<name>`).
-    Live,
-    /// Its agent disconnected.
-    Offline,
-    /// Taken down (unpreview).
-    Released,
-}
-
 /// `edges/<advertise>`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EdgeRecord {
@@ -97,32 +88,6 @@ pub struct EdgeRecord {
     pub advertise: String,
     /// Its public addresses, for the zone's A and AAAA answers.
     pub addresses: Vec<IpAddr>,
-}
-
-/// Why the store did not give a name.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StoreRefusal {
-    #[error("the name {0} belongs to another account")]
-    Taken(PreviewName),
-    #[error(
-        "the cluster's store (etcd) cannot be reached ({0}); names cannot be claimed until it is back, previews already up keep serving"
-    )]
-    Unavailable(String),
-}
-
-/// A claim this edge made: `routes/<name>`'s value, and the store's
-/// revision of the transaction that made it (what came before it in the
-/// store is older than the claim).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Claim(Vec<u8>, i64);
-
-impl Claim {
-    /// When the claimed preview ends, if it has a time to live.
-    fn ends_ms(&self) -> Option<u64> {
-        serde_json::from_slice::<RouteRecord>(&self.0)
-            .ok()
-            .and_then(|r| r.ends_ms)
-    }
 }
 
 /// This edge's side of the store.
@@ -208,122 +173,6 @@ impl Store {
         self.up.subscribe()
     }
 
-    /// Gives `name` to `account`, served by this edge's agent on `port`:
-    /// created if nobody has it, or taken over from the same account
-    /// (an agent that moved here), or from another account whose
-    /// reservation has ended and that no edge serves. The claim to end it
-    /// with.
-    pub async fn claim(
-        &self,
-        name: &PreviewName,
-        account: &AccountId,
-        port: Port,
-        ends: Option<SystemTime>,
-        protect: Option<ShareSalt>,
-    ) -> Result<Claim, StoreRefusal> {
-        let ends_ms = ends.map(|at| {
-            at.duration_since(UNIX_EPOCH)
-                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        });
-        let lease = self.lease.load(Ordering::Acquire);
-        if lease == 0 {
-            return Err(StoreRefusal::Unavailable(
-                "this edge has no lease in it now".into(),
-            ));
-        }
-        let (names_key, routes_key) = (key(NAMES, name), key(ROUTES, name));
-        let route = RouteRecord {
-            edge: self.me.advertise.clone(),
-            account: account.to_string(),
-            port,
-            claim: self.next_claim.fetch_add(1, Ordering::Relaxed),
-            ends_ms,
-            protect,
-        };
-        let value = serde_json::to_vec(&route).unwrap_or_default();
-        let record = NameRecord {
-            account: account.to_string(),
-            until: crate::unix_now() + self.name_lease.as_secs(),
-            state: NameState::Live,
-            ends_ms,
-        };
-        let record = serde_json::to_vec(&record).unwrap_or_default();
-        let mut client = self.client.clone();
-        for _ in 0..CLAIM_TRIES {
-            let read = Txn::new().and_then([
-                TxnOp::get(names_key.clone(), None),
-                TxnOp::get(routes_key.clone(), None),
-            ]);
-            let read = timed("reading the name", client.txn(read))
-                .await
-                .map_err(StoreRefusal::Unavailable)?;
-            let (owner, routed) = match read.op_responses().as_slice() {
-                [TxnOpResponse::Get(names), TxnOpResponse::Get(routes)] => (
-                    names.kvs().first().map(|kv| {
-                        let record = serde_json::from_slice::<NameRecord>(kv.value()).ok();
-                        (record, kv.mod_revision())
-                    }),
-                    !routes.kvs().is_empty(),
-                ),
-                _ => return Err(StoreRefusal::Unavailable("an odd answer".into())),
-            };
-            let when = match owner {
-                None => vec![Compare::create_revision(
-                    names_key.clone(),
-                    CompareOp::Equal,
-                    0,
-                )],
-                Some((Some(record), revision)) if record.account == account.as_str() => {
-                    vec![Compare::mod_revision(
-                        names_key.clone(),
-                        CompareOp::Equal,
-                        revision,
-                    )]
-                }
-                // Another account's: only once its reservation has ended
-                // and no edge serves it (an edge that died with the name
-                // live leaves `live` behind, with the reservation renewed
-                // while it lived).
-                Some((Some(record), revision)) if record.until <= crate::unix_now() && !routed => {
-                    vec![
-                        Compare::mod_revision(names_key.clone(), CompareOp::Equal, revision),
-                        Compare::create_revision(routes_key.clone(), CompareOp::Equal, 0),
-                    ]
-                }
-                // A record this edge cannot read is another version's: not ours.
-                Some(_) => return Err(StoreRefusal::Taken(name.clone())),
-            };
-            let write = Txn::new().when(when).and_then([
-                TxnOp::put(names_key.clone(), record.clone(), None),
-                TxnOp::put(
-                    routes_key.clone(),
-                    value.clone(),
-                    Some(PutOptions::new().with_lease(lease)),
-                ),
-            ]);
-            let written = timed("claiming the name", client.txn(write))
-                .await
-                .map_err(StoreRefusal::Unavailable)?;
-            if written.succeeded() {
-                let revision = written.header().map_or(0, |h| h.revision());
-                let claim = Claim(value, revision);
-                self.owned_lock()
-                    .insert(name.clone(), (claim.clone(), account.clone()));
-                // The keeper may have moved to a new lease meanwhile (and
-                // put the routes it knew of on it, before this one): this
-                // route goes on the lease it has now.
-                let now = self.lease.load(Ordering::Acquire);
-                if now != lease && now != 0 {
-                    let _ = self.put_route(&mut client, name, &claim, now).await;
-                }
-                return Ok(claim);
-            }
-        }
-        Err(StoreRefusal::Unavailable(format!(
-            "the name {name} changed {CLAIM_TRIES} times while this edge claimed it"
-        )))
-    }
-
     /// The cluster's share key: the one in the store, or `mine` if there
     /// is none yet, put there in a create-if-absent transaction (of two
     /// edges starting at once, one puts its key and both read it).
@@ -370,36 +219,6 @@ impl Store {
         self.unended.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// This edge no longer serves `name` under `claim`: its route goes
-    /// (unless another claim replaced it) and the name stays reserved to
-    /// its account for the name lease, `state` saying why. Done later if
-    /// etcd cannot be reached now.
-    pub async fn end(
-        &self,
-        name: &PreviewName,
-        claim: &Claim,
-        account: &AccountId,
-        state: NameState,
-    ) {
-        {
-            let mut owned = self.owned_lock();
-            if owned.get(name).is_some_and(|(c, _)| c == claim) {
-                owned.remove(name);
-            }
-        }
-        if self.lease.load(Ordering::Acquire) == 0 {
-            // etcd is not reached now: no wait for a timeout per name.
-            self.unended_lock()
-                .insert(name.clone(), (claim.clone(), account.clone(), state));
-            return;
-        }
-        if let Err(err) = self.write_end(name, claim, account, state).await {
-            warn!(%name, %err, "cannot end the name's route in etcd now; trying again later");
-            self.unended_lock()
-                .insert(name.clone(), (claim.clone(), account.clone(), state));
-        }
-    }
-
     async fn write_end(
         &self,
         name: &PreviewName,
@@ -412,7 +231,7 @@ impl Store {
             account: account.to_string(),
             until: crate::unix_now() + self.name_lease.as_secs(),
             state,
-            ends_ms: claim.ends_ms(),
+            ends_ms: claim_ends_ms(claim),
         };
         let txn = Txn::new()
             .when([Compare::value(
@@ -652,7 +471,7 @@ impl Store {
                 account: account.to_string(),
                 until: crate::unix_now() + self.name_lease.as_secs(),
                 state: NameState::Live,
-                ends_ms: claim.ends_ms(),
+                ends_ms: claim_ends_ms(&claim),
             };
             let txn = Txn::new()
                 .when([Compare::value(
@@ -695,5 +514,159 @@ impl Store {
             })
             .collect();
         Ok((kvs, revision))
+    }
+}
+
+/// When a claimed preview ends, if it has a time to live.
+fn claim_ends_ms(claim: &Claim) -> Option<u64> {
+    serde_json::from_slice::<RouteRecord>(&claim.0)
+        .ok()
+        .and_then(|r| r.ends_ms)
+}
+
+#[async_trait::async_trait]
+impl NameClaims for Store {
+    fn can_claim(&self) -> bool {
+        self.lease() != 0
+    }
+
+    /// Gives `name` to `account`, served by this edge's agent on `port`:
+    /// created if nobody has it, or taken over from the same account
+    /// (an agent that moved here), or from another account whose
+    /// reservation has ended and that no edge serves. The claim to end it
+    /// with.
+    async fn claim(
+        &self,
+        name: &PreviewName,
+        account: &AccountId,
+        port: Port,
+        ends: Option<SystemTime>,
+        protect: Option<ShareSalt>,
+    ) -> Result<Claim, StoreRefusal> {
+        let ends_ms = ends.map(|at| {
+            at.duration_since(UNIX_EPOCH)
+                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        });
+        let lease = self.lease.load(Ordering::Acquire);
+        if lease == 0 {
+            return Err(StoreRefusal::Unavailable(
+                "this edge has no lease in it now".into(),
+            ));
+        }
+        let (names_key, routes_key) = (key(NAMES, name), key(ROUTES, name));
+        let route = RouteRecord {
+            edge: self.me.advertise.clone(),
+            account: account.to_string(),
+            port,
+            claim: self.next_claim.fetch_add(1, Ordering::Relaxed),
+            ends_ms,
+            protect,
+        };
+        let value = serde_json::to_vec(&route).unwrap_or_default();
+        let record = NameRecord {
+            account: account.to_string(),
+            until: crate::unix_now() + self.name_lease.as_secs(),
+            state: NameState::Live,
+            ends_ms,
+        };
+        let record = serde_json::to_vec(&record).unwrap_or_default();
+        let mut client = self.client.clone();
+        for _ in 0..CLAIM_TRIES {
+            let read = Txn::new().and_then([
+                TxnOp::get(names_key.clone(), None),
+                TxnOp::get(routes_key.clone(), None),
+            ]);
+            let read = timed("reading the name", client.txn(read))
+                .await
+                .map_err(StoreRefusal::Unavailable)?;
+            let (owner, routed) = match read.op_responses().as_slice() {
+                [TxnOpResponse::Get(names), TxnOpResponse::Get(routes)] => (
+                    names.kvs().first().map(|kv| {
+                        let record = serde_json::from_slice::<NameRecord>(kv.value()).ok();
+                        (record, kv.mod_revision())
+                    }),
+                    !routes.kvs().is_empty(),
+                ),
+                _ => return Err(StoreRefusal::Unavailable("an odd answer".into())),
+            };
+            let when = match owner {
+                None => vec![Compare::create_revision(
+                    names_key.clone(),
+                    CompareOp::Equal,
+                    0,
+                )],
+                Some((Some(record), revision)) if record.account == account.as_str() => {
+                    vec![Compare::mod_revision(
+                        names_key.clone(),
+                        CompareOp::Equal,
+                        revision,
+                    )]
+                }
+                // Another account's: only once its reservation has ended
+                // and no edge serves it (an edge that died with the name
+                // live leaves `live` behind, with the reservation renewed
+                // while it lived).
+                Some((Some(record), revision)) if record.until <= crate::unix_now() && !routed => {
+                    vec![
+                        Compare::mod_revision(names_key.clone(), CompareOp::Equal, revision),
+                        Compare::create_revision(routes_key.clone(), CompareOp::Equal, 0),
+                    ]
+                }
+                // A record this edge cannot read is another version's: not ours.
+                Some(_) => return Err(StoreRefusal::Taken(name.clone())),
+            };
+            let write = Txn::new().when(when).and_then([
+                TxnOp::put(names_key.clone(), record.clone(), None),
+                TxnOp::put(
+                    routes_key.clone(),
+                    value.clone(),
+                    Some(PutOptions::new().with_lease(lease)),
+                ),
+            ]);
+            let written = timed("claiming the name", client.txn(write))
+                .await
+                .map_err(StoreRefusal::Unavailable)?;
+            if written.succeeded() {
+                let revision = written.header().map_or(0, |h| h.revision());
+                let claim = Claim(value, revision);
+                self.owned_lock()
+                    .insert(name.clone(), (claim.clone(), account.clone()));
+                // The keeper may have moved to a new lease meanwhile (and
+                // put the routes it knew of on it, before this one): this
+                // route goes on the lease it has now.
+                let now = self.lease.load(Ordering::Acquire);
+                if now != lease && now != 0 {
+                    let _ = self.put_route(&mut client, name, &claim, now).await;
+                }
+                return Ok(claim);
+            }
+        }
+        Err(StoreRefusal::Unavailable(format!(
+            "the name {name} changed {CLAIM_TRIES} times while this edge claimed it"
+        )))
+    }
+
+    /// This edge no longer serves `name` under `claim`: its route goes
+    /// (unless another claim replaced it) and the name stays reserved to
+    /// its account for the name lease, `state` saying why. Done later if
+    /// etcd cannot be reached now.
+    async fn end(&self, name: &PreviewName, claim: &Claim, account: &AccountId, state: NameState) {
+        {
+            let mut owned = self.owned_lock();
+            if owned.get(name).is_some_and(|(c, _)| c == claim) {
+                owned.remove(name);
+            }
+        }
+        if self.lease.load(Ordering::Acquire) == 0 {
+            // etcd is not reached now: no wait for a timeout per name.
+            self.unended_lock()
+                .insert(name.clone(), (claim.clone(), account.clone(), state));
+            return;
+        }
+        if let Err(err) = self.write_end(name, claim, account, state).await {
+            warn!(%name, %err, "cannot end the name's route in etcd now; trying again later");
+            self.unended_lock()
+                .insert(name.clone(), (claim.clone(), account.clone(), state));
+        }
     }
 }

@@ -831,7 +831,7 @@ mod tests {
             let Some(first) = checker.first_head() else {
                 return Front::Waits;
             };
-            let rules = crate::read_ahead::BodyRules {
+            let rules = crate::proxy::read_ahead::BodyRules {
                 min_rate: None,
                 stall: std::time::Duration::from_secs(1),
                 cap,
@@ -845,7 +845,7 @@ mod tests {
         assert_eq!(front(head, None), Front::ReadsTo(head.len() as u64 + 10));
         // At most READ_AHEAD of a long body, and the cap is kept.
         let long = "POST / HTTP/1.1\r\nContent-Length: 100000000\r\n\r\n";
-        let most = Front::ReadsTo(long.len() as u64 + crate::read_ahead::READ_AHEAD);
+        let most = Front::ReadsTo(long.len() as u64 + crate::proxy::read_ahead::READ_AHEAD);
         assert_eq!(front(long, None), most);
         assert_eq!(front(long, Some(100_000_000)), most);
         assert_eq!(front(long, Some(99_999_999)), Front::Declines);

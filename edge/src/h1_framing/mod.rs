@@ -45,6 +45,9 @@ use checker::{Role, State, is_final_answer};
 
 use crate::rewind::poll_write_rest;
 
+/// hyper's limit on an HTTP/1 head's header fields when none is set.
+pub(crate) const HYPER_MAX_HEADERS: usize = 100;
+
 /// Room made in the gate's own buffer for a read: heads, mostly (a body's
 /// bytes go straight into hyper's buffer when nothing is held). Small, as
 /// the front holds one per connection still sending its first head
@@ -66,7 +69,7 @@ pub struct FramingGate<S> {
     /// A refused request: answered when hyper closes the connection.
     refusal: Option<Refusal>,
     /// Where a refusal answered is counted, when it is.
-    counts: Option<crate::metrics::Counts>,
+    counts: Option<crate::counts::Counts>,
     /// Requests passed before it, and final answers hyper has written: the
     /// read ends (and hyper closes) only once every one is answered.
     passed: u64,
@@ -96,7 +99,7 @@ impl<S> FramingGate<S> {
     }
 
     /// Counts the refusal it answers (a request, and the refusal's code).
-    pub fn count_in(&mut self, counts: crate::metrics::Counts) {
+    pub fn count_in(&mut self, counts: crate::counts::Counts) {
         self.counts = Some(counts);
     }
 

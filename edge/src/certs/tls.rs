@@ -6,9 +6,9 @@ use std::sync::Arc;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::cert_store::CertStore;
 use calvin_common::quic::{AGENT_STREAMS, transport_config};
 pub use calvin_common::quic::{endpoint_config, is_loopback, provider};
+use rustls::server::ResolvesServerCert;
 
 /// A certificate chain and its private key.
 pub struct TlsMaterial {
@@ -70,8 +70,9 @@ impl TlsMaterial {
 }
 
 /// The HTTPS listener's configuration: HTTP/2 and HTTP/1.1 by ALPN, the
-/// certificate from `certs` at each handshake.
-pub fn https_config(certs: Arc<CertStore>) -> Result<rustls::ServerConfig, TlsError> {
+/// certificate from `certs` (the edge's [`crate::certs::cert_store`]) at
+/// each handshake.
+pub fn https_config(certs: Arc<dyn ResolvesServerCert>) -> Result<rustls::ServerConfig, TlsError> {
     let mut config = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()?
         .with_no_client_auth()
@@ -81,10 +82,10 @@ pub fn https_config(certs: Arc<CertStore>) -> Result<rustls::ServerConfig, TlsEr
 }
 
 /// The QUIC listener's configuration for agents (ALPN `calvin/1`) and,
-/// when `http3`, HTTP/3 visitors (ALPN `h3`, see [`crate::http3`]); the
+/// when `http3`, HTTP/3 visitors (ALPN `h3`, see [`crate::front::http3`]); the
 /// same certificate as HTTPS; `loopback` for peers on this machine.
 pub fn quic_config(
-    certs: Arc<CertStore>,
+    certs: Arc<dyn ResolvesServerCert>,
     loopback: bool,
     http3: bool,
 ) -> Result<quinn::ServerConfig, TlsError> {
@@ -94,7 +95,7 @@ pub fn quic_config(
         .with_cert_resolver(certs);
     crypto.alpn_protocols = vec![calvin_proto::ALPN.to_vec()];
     if http3 {
-        crypto.alpn_protocols.push(crate::http3::ALPN.to_vec());
+        crypto.alpn_protocols.push(H3_ALPN.to_vec());
     }
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
         .map_err(|e| TlsError::Quic(e.to_string()))?;
@@ -110,8 +111,25 @@ pub fn quic_config(
         // RFC 9114 6.2: a client must be able to open its control stream
         // (and QPACK's two) without waiting. An agent is allowed none
         // after its handshake (`tunnel`).
-        transport.max_concurrent_uni_streams(crate::http3::UNI_STREAMS.into());
+        transport.max_concurrent_uni_streams(UNI_STREAMS.into());
     }
     config.transport_config(Arc::new(transport));
     Ok(config)
+}
+
+/// The ALPN of HTTP/3.
+pub const H3_ALPN: &[u8] = b"h3";
+
+/// Uni streams the endpoint allows every connection at its handshake: an
+/// HTTP/3 client's control stream and its QPACK encoder and decoder
+/// streams. An agent opens none (it is allowed no more, see
+/// [`crate::upstream::tunnel`]).
+pub const UNI_STREAMS: u32 = 3;
+
+/// Whether a QUIC connection's handshake chose HTTP/3.
+pub(crate) fn is_h3(conn: &quinn::Connection) -> bool {
+    conn.handshake_data()
+        .and_then(|data| data.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
+        .and_then(|data| data.protocol)
+        .is_some_and(|alpn| alpn == H3_ALPN)
 }

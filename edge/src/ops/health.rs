@@ -15,8 +15,8 @@ use http_body_util::Full;
 use serde::Serialize;
 use time::OffsetDateTime;
 
-use crate::acme::{Renewal, RenewalStatus};
-use crate::cert_store::CertStore;
+use crate::certs::acme::{Renewal, RenewalStatus};
+use crate::certs::cert_store::CertStore;
 
 pub const PATH: &str = "/healthz";
 

@@ -14,7 +14,7 @@
 //! name's agent to come back wakes the moment it does instead of polling.
 //!
 //! The names served and held are kept across restarts
-//! ([`crate::name_store`]): an edge started again holds each for its
+//! ([`crate::upstream::name_store`]): an edge started again holds each for its
 //! owner as before, and the names served before are *coming back* for a
 //! while ([`returning`]): their agents are reconnecting, so a request for
 //! one waits and then hears "retry shortly" rather than "agent offline"
@@ -60,7 +60,7 @@ pub struct RouteTable<T> {
     /// [`Self::expect_back`]).
     returning: returning::Returning,
     /// Woken (one permit kept) by every change of the names served or
-    /// held: what keeps [`crate::name_store`]'s file current.
+    /// held: what keeps [`crate::upstream::name_store`]'s file current.
     served_changed: Notify,
 }
 
@@ -171,7 +171,7 @@ impl<T: Clone> RouteTable<T> {
     }
 
     /// Holds `name` for `account` until `until`, as an edge that restarted
-    /// found it kept ([`crate::name_store`]): offline (served before), or
+    /// found it kept ([`crate::upstream::name_store`]): offline (served before), or
     /// taken down; unless the table has an entry for it already. It stays
     /// [coming back](Self::is_coming_back) if expected.
     pub fn restore(&self, name: PreviewName, account: &AccountId, offline: bool, until: Instant) {

@@ -10,6 +10,10 @@
 //! request is whole moves to the runtime serving requests, where hyper's
 //! header timer covers the requests after it.
 
+mod h2_flood;
+pub(crate) mod http3;
+pub(crate) mod quic;
+
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -30,18 +34,17 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, warn};
 
+use crate::counts::{Counts, HandshakeFailure};
 use crate::error_page::{EdgeError, accepts_html};
+use crate::front::h2_flood::FloodGuard;
+use crate::front::http3::Http3;
 use crate::h1_framing::{FramingGate, HeadLimits};
-use crate::h2_flood::FloodGuard;
-use crate::http3::Http3;
-use crate::metrics::{Counts, HandshakeFailure};
+use crate::proxy::read_ahead;
 use crate::proxy::{DrainGuard, Proxy, Scheme, Visitor};
-use crate::read_ahead;
 use crate::request_body::VisitorBody;
 use crate::rewind::Rewind;
 
-/// hyper's limit on an HTTP/1 head's header fields when none is set.
-pub(crate) const HYPER_MAX_HEADERS: usize = 100;
+use crate::h1_framing::HYPER_MAX_HEADERS;
 
 /// How long a visitor has to finish the TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -504,7 +507,7 @@ async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(
 ) {
     let service = service_fn(|req: Request<Incoming>| {
         let arrived = std::time::Instant::now();
-        let id = crate::request_log::identify(&req);
+        let id = crate::proxy::access_log::identify(&req);
         let mut response = refusal.response(accepts_html(req.headers()), id.as_str());
         counts.refused(refusal);
         counts.answered(req.version(), response.status(), arrived);

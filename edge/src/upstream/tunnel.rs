@@ -12,18 +12,13 @@ use calvin_proto::{
     PreviewName, Rejected, SHARE_DEFAULT_SECS, SHARE_MAX_SECS, SHARE_MIN_SECS, ShareSalt, Welcome,
 };
 use tokio::sync::watch;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{debug, info, warn};
 
 use crate::accounts::{AccountId, Accounts};
-#[cfg(feature = "cluster")]
-use crate::cluster::store::{Claim, NameState, Store, StoreRefusal};
-use crate::http3::Http3;
-/// Built without the cluster, no claim is ever made in a store.
-#[cfg(not(feature = "cluster"))]
-type Claim = std::convert::Infallible;
-use crate::metrics::{Counts, HandshakeFailure};
-use crate::route_table::{ClaimError, RouteId, RouteTable};
+use crate::counts::{Counts, HandshakeFailure};
 use crate::share::{Protection, ShareKey};
+use crate::upstream::claims::{Claim, NameClaims, NameState, StoreRefusal};
+use crate::upstream::route_table::{ClaimError, RouteId, RouteTable};
 use crate::upstream::{AgentLink, Upstream, UpstreamSettings};
 
 /// QUIC application close codes (a wire fact, in proto).
@@ -56,9 +51,8 @@ pub(crate) struct AgentHub {
     /// (the cluster's, in a cluster).
     pub share_key: Arc<ShareKey>,
     /// The cluster's store, when this edge is one of several: names are
-    /// claimed there first (see [`crate::cluster`]).
-    #[cfg(feature = "cluster")]
-    pub store: Option<Arc<Store>>,
+    /// claimed there first (see [`crate::upstream::claims`]).
+    pub store: Option<Arc<dyn NameClaims>>,
 }
 
 /// The agents' connections by QUIC's stable id, and the packets lost by
@@ -152,31 +146,6 @@ impl AgentHub {
 /// another path (see [`AgentHub::follow_paths`]).
 pub(crate) const PATH_SWEEP: Duration = Duration::from_secs(1);
 
-/// Accepts agents until `stop` turns true. Connections already made stay
-/// up (they carry in-flight requests); the caller closes the endpoint.
-/// An HTTP/3 visitor's connection (ALPN `h3`) goes to `http3`, when the
-/// edge serves HTTP/3.
-pub(crate) async fn accept_agents(
-    endpoint: quinn::Endpoint,
-    hub: Arc<AgentHub>,
-    http3: Option<Arc<Http3>>,
-    stop: watch::Receiver<bool>,
-) {
-    accept_until(&endpoint, stop, |incoming| {
-        let span = info_span!(
-            "agent",
-            remote = %incoming.remote_address(),
-            account = tracing::field::Empty,
-        );
-        // Weak: a handshake under way must not hold what a stop drains by.
-        let http3 = http3.as_ref().map(Arc::downgrade);
-        tokio::spawn(serve_connection(hub.clone(), http3, incoming).instrument(span));
-    })
-    .await;
-    // Turn away agents that arrive while the edge drains.
-    endpoint.set_server_config(None);
-}
-
 /// Hands each connection `endpoint` accepts to `serve` until `stop`
 /// turns true or the endpoint closes.
 pub(crate) async fn accept_until(
@@ -194,55 +163,9 @@ pub(crate) async fn accept_until(
     }
 }
 
-/// A connection to the QUIC endpoint: its handshake, then an agent's
-/// session, or an HTTP/3 visitor's requests.
-async fn serve_connection(
-    hub: Arc<AgentHub>,
-    http3: Option<std::sync::Weak<Http3>>,
-    incoming: quinn::Incoming,
-) {
-    let connecting = if crate::tls::is_loopback(incoming.remote_address()) {
-        incoming.accept_with(hub.loopback_quic.clone())
-    } else {
-        incoming.accept()
-    };
-    let failed = |why| hub.counts.handshake_failed(why);
-    let connecting = match connecting {
-        Ok(connecting) => connecting,
-        Err(err) => {
-            failed(HandshakeFailure::QuicError);
-            return debug!(%err, "handshake failed");
-        }
-    };
-    let conn = match tokio::time::timeout(hub.hello_timeout, connecting).await {
-        Ok(Ok(conn)) => conn,
-        Ok(Err(err)) => {
-            failed(HandshakeFailure::QuicError);
-            return debug!(%err, "handshake failed");
-        }
-        Err(_) => {
-            failed(HandshakeFailure::AgentTimeout);
-            return debug!("handshake timed out");
-        }
-    };
-    if crate::http3::is_h3(&conn) {
-        // Gone: the edge is stopping.
-        match http3.map(|weak| weak.upgrade()) {
-            Some(None) => return conn.close(0u32.into(), b"stopping"),
-            Some(Some(http3)) => {
-                // Not an agent's: its requests are logged in their own spans.
-                let serving = http3.serve(conn);
-                return serving.instrument(tracing::Span::none()).await;
-            }
-            None => return conn.close(0u32.into(), b"HTTP/3 is off"),
-        }
-    }
-    serve_agent(hub, conn).await;
-}
-
 /// An agent's connection (ALPN `calvin/1`): its hello, then its session
 /// until it ends.
-async fn serve_agent(hub: Arc<AgentHub>, conn: quinn::Connection) {
+pub(crate) async fn serve_agent(hub: Arc<AgentHub>, conn: quinn::Connection) {
     let failed = |why| hub.counts.handshake_failed(why);
     // An agent opens no uni stream: of the three every connection may open
     // at its handshake (for HTTP/3's sake), any it opens is refused, and
@@ -311,9 +234,8 @@ async fn serve_agent(hub: Arc<AgentHub>, conn: quinn::Connection) {
     // A cluster edge without its lease cannot claim: the agent is told
     // to try again (another edge, or this one later) rather than have its
     // previews refused one by one, which it would drop.
-    #[cfg(feature = "cluster")]
     if let Some(store) = &session.hub.store
-        && store.lease() == 0
+        && !store.can_claim()
     {
         let why = Failure::new(
             ErrorCode::Unavailable,
@@ -593,16 +515,13 @@ impl Session {
         }
         let ends =
             ttl_secs.map(|ttl| std::time::SystemTime::now() + Duration::from_secs(ttl.into()));
-        #[cfg(feature = "cluster")]
         let name = match self.hub.store.clone() {
             Some(store) => {
-                self.open_in_cluster(&store, name, port, ends, protect.clone())
+                self.open_in_store(&*store, name, port, ends, protect.clone())
                     .await?
             }
             None => self.open_here(name, port, protect.clone())?,
         };
-        #[cfg(not(feature = "cluster"))]
-        let name = self.open_here(name, port, protect.clone())?;
         debug!(%name, %port, protected = protect.is_some(), "preview opened");
         self.hub.routes.set_ends(&name, ends.map(instant_at));
         match &protect {
@@ -639,10 +558,9 @@ impl Session {
 
     /// The store decides who has the name (its transaction), then the
     /// table here binds it. The per-account cap is checked first, here.
-    #[cfg(feature = "cluster")]
-    async fn open_in_cluster(
+    async fn open_in_store(
         &mut self,
-        store: &Store,
+        store: &dyn NameClaims,
         name: Option<PreviewName>,
         port: Port,
         ends: Option<std::time::SystemTime>,
@@ -710,12 +628,9 @@ impl Session {
         };
         self.hub.routes.release(name, id);
         self.protected.remove(name);
-        #[cfg(not(feature = "cluster"))]
-        let _: Option<Claim> = claim;
         // Even when another binding replaced this one here (the agent
         // moved): the store ends only this claim's route, if it is still
         // there, and this edge stops putting it again.
-        #[cfg(feature = "cluster")]
         if let (Some(store), Some(claim)) = (&self.hub.store, claim) {
             store
                 .end(name, &claim, &self.account, NameState::Released)
@@ -742,7 +657,6 @@ impl Session {
         for (name, (id, _)) in &self.held {
             self.hub.routes.disconnect(name, *id);
         }
-        #[cfg(feature = "cluster")]
         if let Some(store) = &self.hub.store {
             for (name, (_, claim)) in &self.held {
                 if let Some(claim) = claim {
@@ -775,10 +689,8 @@ pub(crate) fn instant_at(at: std::time::SystemTime) -> std::time::Instant {
 }
 
 /// How many random names a cluster edge tries in the store.
-#[cfg(feature = "cluster")]
 const GENERATE_ATTEMPTS: usize = 16;
 
-#[cfg(feature = "cluster")]
 fn store_failure(refusal: StoreRefusal) -> Failure {
     let code = match refusal {
         StoreRefusal::Taken(_) => ErrorCode::NameTaken,

@@ -1,6 +1,14 @@
 //! One visitor request: find the preview by Host, rewrite the headers
-//! ([`crate::rewrite`]), forward it over the preview's upstream and stream
+//! ([`crate::proxy::rewrite`]), forward it over the preview's upstream and stream
 //! the answer back.
+
+pub(crate) mod access_log;
+pub mod host;
+pub mod rates;
+pub(crate) mod read_ahead;
+pub mod rewrite;
+#[cfg(test)]
+mod tests;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,19 +24,21 @@ use hyper::body::{Body as _, Incoming};
 use hyper_util::rt::TokioIo;
 use tracing::{Instrument, debug};
 
+use self::access_log::{AccessRecord, Counted, Finish, RequestId};
+use self::host::{HostError, Target};
+use self::read_ahead::BodyRules;
 use crate::bandwidth::{Bandwidth, ThrottledIo};
+use crate::counts::Counts;
 use crate::error_page::{self, EdgeError};
-use crate::health::{self, Health};
-use crate::host::{self, HostError, Target};
-use crate::metrics::Counts;
-use crate::rates::Rates;
-use crate::read_ahead::{self, BodyRules};
+use crate::ops::health::{self, Health};
+use crate::proxy::rates::Rates;
+pub use crate::proxy::rewrite::Scheme;
+use crate::proxy::rewrite::{
+    drop_zone_cookies, requested_upgrade, rewrite_request, strip_hop_by_hop,
+};
 use crate::request_body::{BodyOutcome, BodyWatch, MinRate, RequestBody, VisitorBody};
-use crate::request_log::{self, AccessRecord, Counted, Finish, RequestId};
-pub use crate::rewrite::Scheme;
-use crate::rewrite::{drop_zone_cookies, requested_upgrade, rewrite_request, strip_hop_by_hop};
-use crate::route_table::{Lookup, RouteTable};
 use crate::share;
+use crate::upstream::route_table::{Lookup, RouteTable};
 use crate::upstream::{self, Outgoing, ResponseBody, SendFailed, Upstream, UpstreamError, Waiting};
 
 /// What the edge answers with: an origin's streaming body or its own page,
@@ -166,7 +176,7 @@ impl Proxy {
 
     /// Advertises HTTP/3 on `port` in every HTTPS response over TCP.
     pub(crate) fn advertising_http3(mut self, port: u16) -> Self {
-        self.alt_svc = Some(crate::http3::alt_svc(port));
+        self.alt_svc = Some(alt_svc(port));
         self
     }
 
@@ -194,11 +204,11 @@ impl Proxy {
         drain: &DrainGuard,
     ) -> Response<Body> {
         let arrived = tokio::time::Instant::now();
-        let id = request_log::identify(&req);
+        let id = access_log::identify(&req);
         let version = req.version();
         let html = error_page::accepts_html(req.headers());
         let logged = self.access_log.load(Ordering::Relaxed)
-            && tracing::enabled!(target: request_log::ACCESS_TARGET, tracing::Level::INFO);
+            && tracing::enabled!(target: access_log::ACCESS_TARGET, tracing::Level::INFO);
         let mut access = logged.then(|| {
             let query = self.access_query.load(Ordering::Relaxed);
             Box::new(AccessRecord::new(&req, id.clone(), visitor.peer, query))
@@ -383,7 +393,7 @@ impl Proxy {
         }
     }
 
-    /// How a request body is read ahead (see [`crate::read_ahead`]).
+    /// How a request body is read ahead (see [`crate::proxy::read_ahead`]).
     pub fn body_rules(&self) -> BodyRules {
         BodyRules {
             min_rate: self.limits.min_body_rate,
@@ -410,7 +420,7 @@ impl Proxy {
             return Err(refused);
         }
         if id.ours() {
-            request_log::set(&mut req, id);
+            access_log::set(&mut req, id);
         }
         let (name, host, upstream) = match self.route(&req, visitor, arrived).await? {
             Routed::To(name, host, upstream) => (name, host, upstream),
@@ -817,4 +827,12 @@ impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for CountedIo<T> {
     ) -> std::task::Poll<std::io::Result<()>> {
         std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
     }
+}
+
+/// The `Alt-Svc` value advertising HTTP/3 on `port`.
+pub fn alt_svc(port: u16) -> http::HeaderValue {
+    // A day, as Cloudflare's; a visitor's client forgets it sooner when
+    // HTTP/3 fails there.
+    http::HeaderValue::from_str(&format!("h3=\":{port}\"; ma=86400"))
+        .unwrap_or_else(|_| http::HeaderValue::from_static("clear"))
 }

@@ -5,8 +5,8 @@
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;
-use std::time::Duration;
 
+pub use crate::error_page::Exceeded;
 use calvin_proto::PreviewName;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
@@ -15,14 +15,6 @@ use crate::guesses::Source;
 
 /// How many seconds' worth of requests a burst may hold.
 pub const BURST_SECONDS: u32 = 10;
-
-/// A rate that was passed: the rate, and how long until a request passes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Exceeded {
-    pub per_second: u32,
-    pub burst: u32,
-    pub retry_after: Duration,
-}
 
 struct Limiter<K: std::hash::Hash + Eq + Clone> {
     limiter: DefaultKeyedRateLimiter<K>,
@@ -101,6 +93,7 @@ impl Rates {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn a_burst_passes_then_the_rate_holds() {

@@ -1,6 +1,6 @@
 //! HTTP/3 for visitors, on the agents' QUIC endpoint.
 //!
-//! The endpoint offers two ALPNs: `calvin/1` (agents, [`crate::tunnel`])
+//! The endpoint offers two ALPNs: `calvin/1` (agents, [`crate::upstream::tunnel`])
 //! and `h3`. Which one a connection took is known once its handshake is
 //! done; an `h3` connection comes here, and each of its requests goes
 //! through the same [`Proxy::handle`] as HTTP/1.1's and HTTP/2's (the same
@@ -12,47 +12,35 @@
 //! are the agents' (four bidi streams, three uni streams so an HTTP/3
 //! client's control and QPACK streams need no wait); an `h3` connection is
 //! then allowed [`MAX_REQUESTS`] requests at once, and an agent no uni
-//! stream more (see [`crate::tunnel`]).
+//! stream more (see [`crate::upstream::tunnel`]).
 //!
 //! The endpoint sends no keep-alives (the agents' pings keep their paths
-//! alive, see [`crate::tls::quic_config`]), so an HTTP/3 connection with
+//! alive, see [`crate::certs::tls::quic_config`]), so an HTTP/3 connection with
 //! nothing under way ends at the idle timeout, 12 s, like an idle agent's.
 //! A response that stays silent longer (an event stream between events)
 //! must not end its connection: while requests are open, the edge keeps
 //! the connection alive itself ([`keep_alive`]).
 
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use bytes::{Buf, Bytes};
+use bytes::Bytes;
 use h3::error::Code;
 use h3::server::RequestStream;
 use http::header::{self, HeaderMap, HeaderName};
 use http::{Method, Response, Version};
 use http_body_util::BodyExt;
-use hyper::body::{Frame, SizeHint};
 use tokio::sync::watch;
 use tracing::debug;
 
 use crate::proxy::{Body, DrainGuard, Proxy, Scheme, Visitor};
-use crate::request_body::{BodyError, VisitorBody};
-
-/// The ALPN of HTTP/3.
-pub const ALPN: &[u8] = b"h3";
+use crate::request_body::{H3Body, VisitorBody};
 
 /// Requests an HTTP/3 visitor may have under way at once on one
 /// connection (hyper's HTTP/2 server allows 200; browsers open far fewer).
 pub const MAX_REQUESTS: u32 = 100;
-
-/// Uni streams the endpoint allows every connection at its handshake: an
-/// HTTP/3 client's control stream and its QPACK encoder and decoder
-/// streams. An agent opens none (it is allowed no more, see
-/// [`crate::tunnel`]).
-pub const UNI_STREAMS: u32 = 3;
 
 /// How often a connection with requests under way is kept alive: well
 /// within the idle timeout (12 s), so a response silent longer (an event
@@ -330,148 +318,4 @@ async fn keep_alive(conn: quinn::Connection, open: Open) {
         conn.set_receive_window(less);
         conn.set_receive_window(window);
     }
-}
-
-/// An HTTP/3 request's body, read from its request stream: its data, then
-/// its trailers.
-pub struct H3Body {
-    recv: RequestStream<h3_quinn::RecvStream, Bytes>,
-    /// What was read when the body was made, not yet passed on: data,
-    /// trailers, or the error the stream ended with.
-    first: Option<Result<Frame<Bytes>, BodyError>>,
-    /// Bytes still to come, when the request declared its length.
-    left: Option<u64>,
-    data_done: bool,
-    ended: bool,
-}
-
-impl H3Body {
-    /// The body of a request whose head declared `length` (or none). What
-    /// the stream already holds is read at once: a request sent with its
-    /// end (a GET) is known to have no body before the origin is asked,
-    /// as HTTP/2's END_STREAM on its head tells hyper.
-    fn new(recv: RequestStream<h3_quinn::RecvStream, Bytes>, length: Option<u64>) -> Self {
-        let mut body = Self {
-            recv,
-            first: None,
-            left: length,
-            data_done: false,
-            ended: false,
-        };
-        let mut cx = Context::from_waker(Waker::noop());
-        if let Poll::Ready(polled) = body.poll_stream(&mut cx) {
-            body.first = polled;
-        }
-        body
-    }
-
-    /// The stream's next frame. A body longer or shorter than its
-    /// Content-Length fails (RFC 9114 4.1.2: the request is malformed):
-    /// passed on as it came, the origin's connection would take the
-    /// difference for the start of the next request.
-    fn poll_stream(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        if self.ended {
-            return Poll::Ready(None);
-        }
-        if !self.data_done {
-            match self.recv.poll_recv_data(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(err)) => {
-                    self.ended = true;
-                    return Poll::Ready(Some(Err(err.into())));
-                }
-                Poll::Ready(Ok(Some(mut data))) => {
-                    let data = data.copy_to_bytes(data.remaining());
-                    if let Some(left) = &mut self.left {
-                        match left.checked_sub(data.len() as u64) {
-                            Some(rest) => *left = rest,
-                            None => {
-                                self.ended = true;
-                                return Poll::Ready(Some(Err(
-                                    "the request body is longer than its Content-Length".into(),
-                                )));
-                            }
-                        }
-                    }
-                    return Poll::Ready(Some(Ok(Frame::data(data))));
-                }
-                Poll::Ready(Ok(None)) => {
-                    self.data_done = true;
-                    if self.left.is_some_and(|left| left > 0) {
-                        self.ended = true;
-                        return Poll::Ready(Some(Err(
-                            "the request body is shorter than its Content-Length".into(),
-                        )));
-                    }
-                }
-            }
-        }
-        let trailers = self.recv.poll_recv_trailers(cx);
-        match trailers {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(polled) => {
-                self.ended = true;
-                match polled {
-                    Ok(Some(trailers)) => Poll::Ready(Some(Ok(Frame::trailers(trailers)))),
-                    Ok(None) => Poll::Ready(None),
-                    Err(err) => Poll::Ready(Some(Err(err.into()))),
-                }
-            }
-        }
-    }
-}
-
-impl hyper::body::Body for H3Body {
-    type Data = Bytes;
-    type Error = BodyError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let this = self.get_mut();
-        if let Some(first) = this.first.take() {
-            return Poll::Ready(Some(first));
-        }
-        this.poll_stream(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.first.is_none() && self.ended
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        let first = match &self.first {
-            Some(Ok(frame)) => frame.data_ref().map_or(0, |d| d.len() as u64),
-            // An error to come: nothing is promised.
-            Some(Err(_)) => return SizeHint::default(),
-            None => 0,
-        };
-        if self.ended {
-            return SizeHint::with_exact(first);
-        }
-        match self.left {
-            Some(left) => SizeHint::with_exact(left + first),
-            None => SizeHint::default(),
-        }
-    }
-}
-
-/// Whether a QUIC connection's handshake chose HTTP/3.
-pub(crate) fn is_h3(conn: &quinn::Connection) -> bool {
-    conn.handshake_data()
-        .and_then(|data| data.downcast::<quinn::crypto::rustls::HandshakeData>().ok())
-        .and_then(|data| data.protocol)
-        .is_some_and(|alpn| alpn == ALPN)
-}
-
-/// The `Alt-Svc` value advertising HTTP/3 on `port`.
-pub fn alt_svc(port: u16) -> http::HeaderValue {
-    // A day, as Cloudflare's; a visitor's client forgets it sooner when
-    // HTTP/3 fails there.
-    http::HeaderValue::from_str(&format!("h3=\":{port}\"; ma=86400"))
-        .unwrap_or_else(|_| http::HeaderValue::from_static("clear"))
 }

@@ -19,8 +19,8 @@ use hyper::body::{Body, Frame, SizeHint};
 
 use calvin_common::LogFormat;
 
+use crate::counts::Counts;
 use crate::error_page::REQUEST_ID_HEADER;
-use crate::metrics::Counts;
 use crate::request_body::BodyWatch;
 
 /// The access log's target.

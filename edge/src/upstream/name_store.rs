@@ -24,9 +24,9 @@ use tokio::sync::watch;
 use tracing::warn;
 
 use crate::accounts::AccountId;
-use crate::route_table::{Kept, RouteTable};
 use crate::state_files::{self, FileError};
 use crate::unix_now;
+use crate::upstream::route_table::{Kept, RouteTable};
 
 /// The file's name in the state folder.
 pub const FILE: &str = "names";
@@ -170,7 +170,7 @@ async fn write<T: Clone + Send + Sync + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::route_table::Lookup;
+    use crate::upstream::route_table::Lookup;
 
     fn name(s: &str) -> PreviewName {
         PreviewName::parse(s).expect("name")

@@ -11,7 +11,7 @@
 //! NXDOMAIN for a wildcard-covered name asked for a type it lacks (hickory-dns
 //! issues 2905 and 3893), where the answer must be NODATA.
 
-use crate::metrics::Counts;
+use crate::counts::Counts;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -343,7 +343,7 @@ impl ZoneAnswers {
 /// hickory's request handler over [`ZoneAnswers`], counting its answers.
 struct Handler(Arc<ZoneAnswers>, Counts);
 
-/// A response code's name in [`crate::metrics::DNS_ANSWERS`].
+/// A response code's name in [`crate::counts::DNS_ANSWERS`].
 fn answer_name(code: ResponseCode) -> &'static str {
     match code {
         ResponseCode::NoError => "noerror",

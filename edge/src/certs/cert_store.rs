@@ -13,7 +13,7 @@ use rustls::sign::CertifiedKey;
 use time::OffsetDateTime;
 use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 
-use crate::tls::{TlsError, TlsMaterial, provider};
+use crate::certs::tls::{TlsError, TlsMaterial, provider};
 
 /// What is known about a certificate: for logs, the health endpoint and
 /// the renewal schedule.

@@ -30,10 +30,10 @@ use time::OffsetDateTime;
 use tokio::sync::{Notify, watch};
 use tracing::{info, warn};
 
-use crate::cert_store::{CertInfo, CertStore};
-use crate::dns::Challenges;
+use crate::certs::cert_store::{CertInfo, CertStore};
+use crate::certs::dns::Challenges;
+use crate::certs::tls::{TlsError, TlsMaterial};
 use crate::state_files::{self, FileError};
-use crate::tls::{TlsError, TlsMaterial};
 
 const ACCOUNT_FILE: &str = "account.json";
 const CERT_FILE: &str = "cert.pem";
@@ -632,7 +632,7 @@ fn builder(settings: &AcmeSettings) -> Result<instant_acme::AccountBuilder, Acme
     if let Some(path) = &settings.ca_file {
         add_roots(&mut roots, path)?;
     }
-    let tls = rustls::ClientConfig::builder_with_provider(crate::tls::provider())
+    let tls = rustls::ClientConfig::builder_with_provider(crate::certs::tls::provider())
         .with_safe_default_protocol_versions()
         .map_err(TlsError::from)?
         .with_root_certificates(roots)

@@ -1,9 +1,9 @@
 //! The admin listener (`[admin] listen`, loopback by default): what an
 //! operator's tools ask the edge, apart from visitors.
 //!
-//! - `GET /metrics`: Prometheus text ([`crate::metrics`]).
+//! - `GET /metrics`: Prometheus text ([`crate::ops::metrics`]).
 //! - `GET /healthz`: live. 200 while the edge serves at all, with the
-//!   health report ([`crate::health`]), for a liveness probe (restarting an
+//!   health report ([`crate::ops::health`]), for a liveness probe (restarting an
 //!   edge that waits for its first certificate would not help it).
 //! - `GET /readyz`: ready for visitors. 200 when a certificate is loaded
 //!   and not expiring within a day, and the listeners (DNS among them) are
@@ -22,9 +22,9 @@ use hyper::body::Incoming;
 use time::OffsetDateTime;
 use tokio::net::TcpListener;
 
-use crate::cert_store::CertStore;
-use crate::health::Health;
-use crate::metrics::{self, Metrics};
+use crate::certs::cert_store::CertStore;
+use crate::ops::health::Health;
+use crate::ops::metrics::{self, Metrics};
 
 /// A certificate expiring sooner than this makes the edge not ready.
 pub const READY_MIN_VALIDITY: Duration = Duration::from_secs(24 * 3600);
@@ -105,7 +105,7 @@ fn certificate_unready(certs: &CertStore) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tls::TlsMaterial;
+    use crate::certs::tls::TlsMaterial;
 
     /// A self-signed certificate for `preview.test` valid for `hours`.
     fn valid_for(hours: i64) -> TlsMaterial {

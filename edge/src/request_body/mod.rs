@@ -17,7 +17,9 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use tokio::sync::watch;
 
 use crate::bandwidth::{Bandwidth, Throttled};
-use crate::http3::H3Body;
+
+mod h3;
+pub use h3::H3Body;
 
 /// A visitor's request body as its connection gives it: hyper's (HTTP/1.1
 /// and HTTP/2) or an HTTP/3 request stream's.

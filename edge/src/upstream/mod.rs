@@ -8,6 +8,11 @@
 //! idle budget well under the agent's stream limit, so idle connections can
 //! never take the streams that new requests need.
 
+pub mod claims;
+pub mod name_store;
+pub mod route_table;
+pub mod tunnel;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -37,7 +42,7 @@ use crate::tunnel_stream::TunnelStream;
 /// What an origin's response head may hold (hyper's own defaults).
 const RESPONSE_HEAD_LIMITS: HeadLimits = HeadLimits {
     max_head_bytes: 8192 + 4096 * 100,
-    max_headers: crate::http_server::HYPER_MAX_HEADERS,
+    max_headers: crate::h1_framing::HYPER_MAX_HEADERS,
 };
 
 /// Timeouts and sizes of the upstream side (from [`crate::Limits`]).
@@ -299,7 +304,7 @@ impl AgentLink {
             let limit = floor.max(this.conn.rtt() * 4);
             if since.elapsed() >= limit {
                 this.conn.close(
-                    crate::tunnel::close_code::UNRESPONSIVE.into(),
+                    calvin_proto::close_code::UNRESPONSIVE.into(),
                     b"no answer to liveness probes",
                 );
                 this.dead.send_replace(true);
