@@ -13,6 +13,8 @@
 mod h2_flood;
 pub(crate) mod http3;
 pub(crate) mod quic;
+#[cfg(test)]
+mod tests;
 
 use std::convert::Infallible;
 use std::future::Future;

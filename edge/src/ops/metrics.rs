@@ -47,6 +47,23 @@ pub struct ClusterNow {
     pub previews_elsewhere: u64,
 }
 
+impl Live {
+    /// Nothing live (no agent, no certificate, no cluster): for tests of
+    /// the counters alone.
+    #[cfg(test)]
+    pub(crate) fn nothing() -> Self {
+        Self {
+            agents_connected: Box::new(|| 0),
+            previews_online: Box::new(|| 0),
+            open_streams: Box::new(|| 0),
+            agent_paths: Box::new(|| (Vec::new(), 0)),
+            certificate_not_after: Box::new(|| None),
+            certificate_attempts: Box::new(|| (0, 0)),
+            cluster: None,
+        }
+    }
+}
+
 impl std::fmt::Debug for Live {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Live")
