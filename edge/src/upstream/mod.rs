@@ -11,6 +11,8 @@
 pub mod claims;
 pub mod name_store;
 pub mod route_table;
+#[cfg(test)]
+mod tests;
 pub mod tunnel;
 
 use std::net::SocketAddr;
