@@ -62,10 +62,10 @@ const DELIBERATE: &[Deliberate] = &[
         applies: |h| h.has("content-length") && h.has("transfer-encoding"),
     },
     Deliberate {
-        why: "Content-Length twice, or not one plain decimal number (hyper takes equal repeats and lists)",
+        why: "Content-Length twice, not one plain decimal number, or longer than 19 digits (hyper takes equal repeats, lists, and any number of leading zeros)",
         applies: |h| {
             let lengths = h.values("content-length");
-            lengths.len() > 1 || lengths.iter().any(|v| !is_decimal(v))
+            lengths.len() > 1 || lengths.iter().any(|v| !is_decimal(v) || v.len() > 19)
         },
     },
     Deliberate {

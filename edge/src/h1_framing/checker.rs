@@ -934,6 +934,8 @@ mod tests {
             ("chunk without CRLF", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\n", Err((400, "does not end with CRLF"))),
             ("chunk data too long", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n", Err((400, "longer than its chunk size"))),
             ("NUL in a trailer", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nA: \0\r\n\r\n", Err((400, "NUL"))),
+            ("a length of 19 digits", b"POST / HTTP/1.1\r\nContent-Length: 0000000000000000002\r\n\r\nab", Ok(58)),
+            ("a length of 20 digits", b"POST / HTTP/1.1\r\nContent-Length: 00000000000000000002\r\n\r\nab", Err((400, "not a decimal number"))),
             ("an empty coding", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked,\r\n\r\n0\r\n\r\n", Err((400, "empty element"))),
             ("an empty Transfer-Encoding", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding:\r\n\r\n0\r\n\r\n", Err((400, "empty element"))),
             ("a trailer that is no field", b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nGET / HTTP/1.1\r\n\r\n", Err((400, "not a header field"))),
