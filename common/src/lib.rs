@@ -69,7 +69,7 @@ pub use tracing::Level;
 pub fn say(format: LogFormat, level: tracing::Level, line: &str) {
     let text = match format {
         LogFormat::Text => format!("{line}\n"),
-        LogFormat::Json => format!("{}\n", log_object(level, line, std::iter::empty())),
+        LogFormat::Json => format!("{}\n", log_object(level, line, &[])),
     };
     write_flushed(&mut std::io::stderr().lock(), &text);
 }
@@ -143,8 +143,11 @@ pub fn tell(format: LogFormat, message: &str, facts: &[Fact<'_>]) {
             })
             .collect(),
         LogFormat::Json => {
-            let fields = facts.iter().map(|f| (f.key, f.value.as_str()));
-            format!("{}\n", log_object(tracing::Level::INFO, message, fields))
+            let fields: Vec<_> = facts
+                .iter()
+                .map(|f| (f.key, LogField::Str(&f.value)))
+                .collect();
+            format!("{}\n", log_object(tracing::Level::INFO, message, &fields))
         }
     };
     write_flushed(&mut std::io::stdout().lock(), &text);
@@ -159,31 +162,108 @@ fn write_flushed(out: &mut impl std::io::Write, text: &str) {
 }
 
 #[cfg(feature = "cli")]
-/// A line of the JSON log, as tracing-subscriber's JSON format flattens an
-/// event, in its order: the time (its clock's format), the level, the
-/// message, the fields, the target (the program's).
-fn log_object<'a>(
+/// A line of the JSON log from the program itself (its target), without
+/// its newline.
+fn log_object(level: tracing::Level, message: &str, fields: &[(&str, LogField<'_>)]) -> String {
+    let mut line = Vec::new();
+    write_log_line(
+        &mut line,
+        LogFormat::Json,
+        level,
+        program_target(),
+        message,
+        fields,
+    );
+    line.pop();
+    String::from_utf8_lossy(&line).into_owned()
+}
+
+#[cfg(feature = "cli")]
+/// A field's value in a log line, as a tracing event records it.
+pub enum LogField<'a> {
+    Str(&'a str),
+    /// Written as it displays (in JSON, quoted but not escaped: for values
+    /// with nothing to escape, such as addresses and methods).
+    Display(&'a dyn std::fmt::Display),
+    Number(u64),
+    Float(f64),
+}
+
+#[cfg(feature = "cli")]
+/// Appends one log line, newline included, to `out`, as tracing-subscriber
+/// writes an event: in text `time  LEVEL target: message key=value...`, in
+/// JSON an object in its order (the time in its clock's format, the level,
+/// the message, the fields, the target). One place knows that shape: the
+/// program's own JSON lines ([`say`], [`tell`]) and the edge's access log,
+/// which writes a line per request without tracing's formatter.
+pub fn write_log_line(
+    out: &mut Vec<u8>,
+    format: LogFormat,
     level: tracing::Level,
+    target: &str,
     message: &str,
-    fields: impl Iterator<Item = (&'a str, &'a str)>,
-) -> String {
+    fields: &[(&str, LogField<'_>)],
+) {
+    use std::fmt::Write as _;
     use tracing_subscriber::fmt::time::FormatTime;
-    let mut timestamp = String::new();
-    let _ = tracing_subscriber::fmt::time::SystemTime.format_time(
-        &mut tracing_subscriber::fmt::format::Writer::new(&mut timestamp),
-    );
-    let string = |s: &str| serde_json::Value::from(s).to_string();
-    let mut line = format!(
-        "{{\"timestamp\":{},\"level\":{},\"message\":{}",
-        string(&timestamp),
-        string(level.as_str()),
-        string(message)
-    );
-    for (key, value) in fields {
-        line.push_str(&format!(",{}:{}", string(key), string(value)));
+    /// A `fmt::Write` over the line's bytes (which cannot fail).
+    struct Bytes<'a>(&'a mut Vec<u8>);
+    impl std::fmt::Write for Bytes<'_> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0.extend_from_slice(s.as_bytes());
+            Ok(())
+        }
     }
-    line.push_str(&format!(",\"target\":{}}}", string(program_target())));
-    line
+    let json = |out: &mut Vec<u8>, s: &str| {
+        let _ = serde_json::to_writer(&mut *out, s);
+    };
+    let timestamp = |out: &mut Vec<u8>| {
+        let _ = tracing_subscriber::fmt::time::SystemTime.format_time(
+            &mut tracing_subscriber::fmt::format::Writer::new(&mut Bytes(out)),
+        );
+    };
+    match format {
+        LogFormat::Text => {
+            timestamp(out);
+            let _ = write!(Bytes(out), " {:>5} {target}: {message}", level.as_str());
+            for (key, value) in fields {
+                let mut w = Bytes(out);
+                let _ = match value {
+                    LogField::Str(s) => write!(w, " {key}={s:?}"),
+                    LogField::Display(d) => write!(w, " {key}={d}"),
+                    LogField::Number(n) => write!(w, " {key}={n}"),
+                    LogField::Float(f) => write!(w, " {key}={f}"),
+                };
+            }
+        }
+        LogFormat::Json => {
+            out.extend_from_slice(b"{\"timestamp\":\"");
+            timestamp(out);
+            out.extend_from_slice(b"\",\"level\":");
+            json(out, level.as_str());
+            out.extend_from_slice(b",\"message\":");
+            json(out, message);
+            for (key, value) in fields {
+                out.push(b',');
+                json(out, key);
+                out.push(b':');
+                let mut w = Bytes(out);
+                let _ = match value {
+                    LogField::Str(s) => {
+                        json(w.0, s);
+                        Ok(())
+                    }
+                    LogField::Display(d) => write!(w, "\"{d}\""),
+                    LogField::Number(n) => write!(w, "{n}"),
+                    LogField::Float(f) => write!(w, "{f}"),
+                };
+            }
+            out.extend_from_slice(b",\"target\":");
+            json(out, target);
+            out.push(b'}');
+        }
+    }
+    out.push(b'\n');
 }
 
 impl std::str::FromStr for LogFormat {

@@ -17,7 +17,7 @@ use http::header::HeaderValue;
 use http::{Method, Request, Version};
 use hyper::body::{Body, Frame, SizeHint};
 
-use calvin_common::LogFormat;
+use calvin_common::{Level, LogField, write_log_line};
 
 use crate::counts::Counts;
 use crate::error_page::REQUEST_ID_HEADER;
@@ -204,102 +204,39 @@ fn log_access(access: &AccessRecord, status: u16, received: u64, sent: u64, arri
         _ => "http/1.1",
     };
     let fields = [
-        ("request_id", Field::Str(access.id.as_str())),
+        ("request_id", LogField::Str(access.id.as_str())),
         (
             "preview",
-            Field::Str(access.preview.as_deref().unwrap_or("-")),
+            LogField::Str(access.preview.as_deref().unwrap_or("-")),
         ),
-        ("method", Field::Display(&access.method)),
-        ("path", Field::Str(&access.target)),
-        ("status", Field::Number(u64::from(status))),
-        ("bytes_in", Field::Number(received)),
-        ("bytes_out", Field::Number(sent)),
+        ("method", LogField::Display(&access.method)),
+        ("path", LogField::Str(&access.target)),
+        ("status", LogField::Number(u64::from(status))),
+        ("bytes_in", LogField::Number(received)),
+        ("bytes_out", LogField::Number(sent)),
         (
             "duration_ms",
-            Field::Float(arrived.elapsed().as_micros() as f64 / 1e3),
+            LogField::Float(arrived.elapsed().as_micros() as f64 / 1e3),
         ),
-        ("client", Field::Display(&access.client)),
-        ("protocol", Field::Str(protocol)),
+        ("client", LogField::Display(&access.client)),
+        ("protocol", LogField::Str(protocol)),
     ];
     thread_local! {
-        static LINE: std::cell::RefCell<Line> = const { std::cell::RefCell::new(Line(Vec::new())) };
+        static LINE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
     LINE.with_borrow_mut(|line| {
-        line.0.clear();
-        line.write(calvin_common::process::log_format(), &fields);
-        calvin_common::batched_log::push(&line.0);
-        line.0.shrink_to(4096);
+        line.clear();
+        let format = calvin_common::process::log_format();
+        write_log_line(line, format, Level::INFO, ACCESS_TARGET, "access", &fields);
+        calvin_common::batched_log::push(line);
+        line.shrink_to(4096);
     });
-}
-
-/// A field's value, as a tracing event records it.
-enum Field<'a> {
-    Str(&'a str),
-    Display(&'a dyn std::fmt::Display),
-    Number(u64),
-    Float(f64),
-}
-
-/// An access line being built.
-struct Line(Vec<u8>);
-
-impl std::fmt::Write for Line {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0.extend_from_slice(s.as_bytes());
-        Ok(())
-    }
-}
-
-impl Line {
-    /// The line as tracing-subscriber would write the event: text
-    /// (`time  INFO target: message key=value...`) or a JSON object.
-    fn write(&mut self, format: LogFormat, fields: &[(&str, Field<'_>)]) {
-        use std::fmt::Write as _;
-        use tracing_subscriber::fmt::time::FormatTime;
-        // Writing to a Vec cannot fail.
-        let timestamp = |line: &mut Self| {
-            let _ = tracing_subscriber::fmt::time::SystemTime
-                .format_time(&mut tracing_subscriber::fmt::format::Writer::new(line));
-        };
-        match format {
-            LogFormat::Text => {
-                timestamp(self);
-                let _ = write!(self, "  INFO {ACCESS_TARGET}: access");
-                for (key, value) in fields {
-                    let _ = match value {
-                        Field::Str(s) => write!(self, " {key}={s:?}"),
-                        Field::Display(d) => write!(self, " {key}={d}"),
-                        Field::Number(n) => write!(self, " {key}={n}"),
-                        Field::Float(f) => write!(self, " {key}={f}"),
-                    };
-                }
-            }
-            LogFormat::Json => {
-                self.0.extend_from_slice(b"{\"timestamp\":\"");
-                timestamp(self);
-                self.0
-                    .extend_from_slice(b"\",\"level\":\"INFO\",\"message\":\"access\"");
-                for (key, value) in fields {
-                    let _ = write!(self, ",\"{key}\":");
-                    let _ = match value {
-                        Field::Str(s) => {
-                            serde_json::to_writer(&mut self.0, s).map_err(|_| std::fmt::Error)
-                        }
-                        // Addresses and methods: nothing to escape.
-                        Field::Display(d) => write!(self, "\"{d}\""),
-                        Field::Number(n) => write!(self, "{n}"),
-                        Field::Float(f) => write!(self, "{f}"),
-                    };
-                }
-                let _ = write!(self, ",\"target\":\"{ACCESS_TARGET}\"}}");
-            }
-        }
-        self.0.push(b'\n');
-    }
 }
 
 #[cfg(test)]
 mod tests {
+    use calvin_common::LogFormat;
+
     use super::*;
 
     #[test]
@@ -348,19 +285,23 @@ mod tests {
     /// The line of [`record`] answered 200 in 1.25 ms, in `format`.
     fn written(format: LogFormat) -> String {
         let access = record();
-        let mut line = Line(Vec::new());
-        line.write(
+        let mut line = Vec::new();
+        write_log_line(
+            &mut line,
             format,
+            Level::INFO,
+            ACCESS_TARGET,
+            "access",
             &[
-                ("request_id", Field::Str(access.id.as_str())),
-                ("method", Field::Display(&access.method)),
-                ("path", Field::Str(&access.target)),
-                ("status", Field::Number(200)),
-                ("duration_ms", Field::Float(1.25)),
-                ("client", Field::Display(&access.client)),
+                ("request_id", LogField::Str(access.id.as_str())),
+                ("method", LogField::Display(&access.method)),
+                ("path", LogField::Str(&access.target)),
+                ("status", LogField::Number(200)),
+                ("duration_ms", LogField::Float(1.25)),
+                ("client", LogField::Display(&access.client)),
             ],
         );
-        String::from_utf8(line.0).unwrap()
+        String::from_utf8(line).unwrap()
     }
 
     #[test]
