@@ -293,7 +293,7 @@ fn hyper_verdict(stream: &[u8]) -> Verdict {
         hyper::server::conn::http1::Builder::new()
             .half_close(true)
             .serve_connection(
-                Bytes_ {
+                Visitor {
                     bytes: stream,
                     at: 0,
                 },
@@ -335,12 +335,12 @@ fn cut_short(err: &hyper::Error) -> bool {
 }
 
 /// The visitor's bytes, then its end; what hyper writes goes nowhere.
-struct Bytes_<'a> {
+struct Visitor<'a> {
     bytes: &'a [u8],
     at: usize,
 }
 
-impl hyper::rt::Read for Bytes_<'_> {
+impl hyper::rt::Read for Visitor<'_> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         _: &mut Context<'_>,
@@ -353,7 +353,7 @@ impl hyper::rt::Read for Bytes_<'_> {
     }
 }
 
-impl hyper::rt::Write for Bytes_<'_> {
+impl hyper::rt::Write for Visitor<'_> {
     fn poll_write(
         self: Pin<&mut Self>,
         _: &mut Context<'_>,

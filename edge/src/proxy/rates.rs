@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 
-pub use crate::error_page::Exceeded;
+use crate::error_page::Exceeded;
 use calvin_proto::PreviewName;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
