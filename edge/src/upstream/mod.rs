@@ -605,10 +605,16 @@ impl Upstream {
     }
 
     fn take_idle(&self) -> Option<Pooled> {
+        // An agent whose connection has closed: its pooled streams are
+        // dead even while hyper has not yet seen it (its connection task
+        // runs later). A request handed to one is never sent again, so it
+        // would fail at once instead of waiting for the agent to be back.
+        let gone = self.agent_gone();
         let mut idle = self.lock();
         while let Some(entry) = idle.pop() {
             self.link.release_idle(1);
-            if entry.conn.sender.is_ready()
+            if !gone
+                && entry.conn.sender.is_ready()
                 && entry.since.elapsed() < self.link.settings.idle_timeout
             {
                 return Some(entry.conn);
