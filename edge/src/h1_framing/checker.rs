@@ -2,7 +2,9 @@
 //! by absolute offset and says how far they may go on, or which request
 //! (or response) is refused and why. The visitors' front reads a
 //! connection's first request through it, and the [`super::FramingGate`]
-//! every request after; an origin's responses go through one too. See the
+//! every request after. An origin's responses are read through one as a
+//! decoder ([`Checker::decode`], used by [`crate::upstream::origin`]): the
+//! same checks, and where each head, data range and end lies. See the
 //! module documentation of [`super`] for what it refuses.
 //!
 //! Each head is parsed once, with httparse (the parser hyper uses), into
@@ -86,7 +88,7 @@ pub struct HeadLimits {
 }
 
 /// The framing state machine over a connection's bytes, by absolute offset.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Checker {
     pub(crate) state: State,
     limits: HeadLimits,
@@ -106,6 +108,11 @@ pub struct Checker {
     /// The response being read is a final answer (not an interim 1xx):
     /// once it ends, no request is in flight until the next is sent.
     final_answer: bool,
+    /// Set on a decoder (see [`Checker::decode`]): each head's fields are
+    /// kept as it is parsed, and a body's trailer lines as they pass.
+    decoding: bool,
+    parsed: Option<ParsedHead>,
+    trailers: Vec<u8>,
 }
 
 /// What checking a batch of bytes found.
@@ -138,6 +145,9 @@ impl Checker {
             line: Vec::new(),
             head_scanned: 0,
             final_answer: false,
+            decoding: false,
+            parsed: None,
+            trailers: Vec::new(),
         }
     }
 
@@ -147,6 +157,15 @@ impl Checker {
         Self {
             role: Role::Response(expect),
             ..Self::new(limits)
+        }
+    }
+
+    /// A decoder of an origin's responses (see [`Checker::decode`]), to
+    /// the kind of request `expect` holds when each response starts.
+    pub fn response_decoder(limits: HeadLimits, expect: Arc<AtomicU8>) -> Self {
+        Self {
+            decoding: true,
+            ..Self::for_responses(limits, expect)
         }
     }
 
@@ -286,6 +305,10 @@ impl Checker {
                                     )),
                                 );
                             }
+                            if self.decoding {
+                                self.trailers.extend_from_slice(&self.line);
+                                self.trailers.push(b'\n');
+                            }
                             self.line.clear();
                             self.state = State::Trailers {
                                 total: total + 1,
@@ -308,6 +331,146 @@ impl Checker {
         match self.state {
             State::Head => Checked::ReadyTo(self.message_start.min(end)),
             _ => Checked::ReadyTo(end),
+        }
+    }
+
+    /// Reads an origin's responses as a decoder (on a checker made by
+    /// [`Checker::response_decoder`]): the next thing `bytes` (starting at
+    /// offset `base`, with those before `from` taken already) hold, with
+    /// every check [`Checker::check`] makes. Bytes before the offset
+    /// [`Decoded::More`] names are not needed again, nor those of a head
+    /// or data range once returned; a head is read again from its start
+    /// as it grows.
+    pub fn decode(&mut self, bytes: &[u8], base: u64, from: u64) -> Decoded {
+        let end = base + bytes.len() as u64;
+        let mut at = from;
+        loop {
+            match self.state {
+                State::Head => {
+                    let start = self.message_start;
+                    if start >= end {
+                        return Decoded::More { from: start };
+                    }
+                    if self.unasked() {
+                        return self.refused_decoding(
+                            start,
+                            Refusal::bad(
+                                "the origin sent bytes after its answer that no request asked for",
+                            ),
+                        );
+                    }
+                    let head = &bytes[(start - base) as usize..];
+                    if !self.head_may_be_whole(head) {
+                        return Decoded::More { from: start };
+                    }
+                    match self.head(head) {
+                        Ok(None) => return Decoded::More { from: start },
+                        Ok(Some(len)) => {
+                            if self.state == State::Head {
+                                // No body.
+                                self.message_done(start + len as u64);
+                            }
+                            match self.parsed.take() {
+                                Some(mut parsed) => {
+                                    parsed.start = start;
+                                    return Decoded::Head(Box::new(parsed));
+                                }
+                                None => {
+                                    return self.refused_decoding(
+                                        start,
+                                        Refusal::bad("not a response decoder"),
+                                    );
+                                }
+                            }
+                        }
+                        Err(refusal) => return self.refused_decoding(start, refusal),
+                    }
+                }
+                State::Fixed { left } => {
+                    if at >= end {
+                        return Decoded::More { from: at };
+                    }
+                    let take = left.min(end - at);
+                    let last = take == left;
+                    if last {
+                        self.message_done(at + take);
+                    } else {
+                        self.state = State::Fixed { left: left - take };
+                    }
+                    return Decoded::Data {
+                        start: at,
+                        end: at + take,
+                        last,
+                    };
+                }
+                State::ChunkData { left } => {
+                    if at >= end {
+                        return Decoded::More { from: at };
+                    }
+                    let take = left.min(end - at);
+                    self.state = if take == left {
+                        State::ChunkEnd { cr: false }
+                    } else {
+                        State::ChunkData { left: left - take }
+                    };
+                    return Decoded::Data {
+                        start: at,
+                        end: at + take,
+                        last: false,
+                    };
+                }
+                State::ChunkSize | State::ChunkEnd { .. } | State::Trailers { .. } => {
+                    if at >= end {
+                        return Decoded::More { from: at };
+                    }
+                    // A framing line at a time, as the checker reads it.
+                    let rest = &bytes[(at - base) as usize..];
+                    let stop = memchr::memchr(b'\n', rest).map_or(end, |lf| at + lf as u64 + 1);
+                    if let Checked::Refused { refusal, .. } =
+                        self.check(&bytes[..(stop - base) as usize], base, at)
+                    {
+                        return Decoded::Refused(refusal);
+                    }
+                    at = stop;
+                    if self.state == State::Head {
+                        return Decoded::End { at };
+                    }
+                }
+                State::Aside | State::AwaitingAnswer => return Decoded::Rest { at },
+            }
+        }
+    }
+
+    /// What checking `bytes` (as [`Checker::check`] takes them) would
+    /// find, leaving this checker (and the request kind it shares) as it
+    /// is.
+    pub fn look_ahead(&self, bytes: &[u8], base: u64, from: u64) -> Checked {
+        let mut probe = self.clone();
+        if let Role::Response(expect) = &self.role {
+            probe.role = Role::Response(Arc::new(AtomicU8::new(expect.load(Ordering::Acquire))));
+        }
+        probe.check(bytes, base, from)
+    }
+
+    /// Data bytes left of the body (or chunk) being read, when the next
+    /// bytes are data.
+    pub fn data_left(&self) -> Option<u64> {
+        match self.state {
+            State::Fixed { left } | State::ChunkData { left } => Some(left),
+            _ => None,
+        }
+    }
+
+    /// The trailer section of the chunked body that just ended: its field
+    /// lines, each ending CRLF (checked as [`trailer_field`] does).
+    pub fn take_trailers(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.trailers)
+    }
+
+    fn refused_decoding(&mut self, at: u64, refusal: Refusal) -> Decoded {
+        match self.refused(at, refusal) {
+            Checked::Refused { refusal, .. } => Decoded::Refused(refusal),
+            Checked::ReadyTo(_) => Decoded::Refused(Refusal::bad("refused")),
         }
     }
 
@@ -413,19 +576,39 @@ impl Checker {
         let http10 = response.version == Some(0);
         // Conflicts are refused even where the body's length is implied.
         let framing = framing(response.headers, http10, "response")?;
-        (self.state, self.then) = match (status, expect) {
-            (101, _) => (State::Head, Then::Aside),
-            (100..=199, _) => (State::Head, Then::Head),
-            (200..=299, Expect::Connect) => (State::Head, Then::Aside),
-            (204 | 304, _) | (_, Expect::Head) => (State::Head, Then::Head),
+        let body;
+        (self.state, self.then, body) = match (status, expect) {
+            (101, _) => (State::Head, Then::Aside, Framing::Switched),
+            (100..=199, _) => (State::Head, Then::Head, Framing::Interim),
+            (200..=299, Expect::Connect) => (State::Head, Then::Aside, Framing::Switched),
+            (204 | 304, _) | (_, Expect::Head) => (State::Head, Then::Head, Framing::Empty),
             _ => match framing {
-                BodyFraming::Length(left) => (State::Fixed { left }, Then::Head),
-                BodyFraming::Chunked => (State::ChunkSize, Then::Head),
-                BodyFraming::Empty => (State::Head, Then::Head),
+                BodyFraming::Length(left) => {
+                    (State::Fixed { left }, Then::Head, Framing::Length(left))
+                }
+                BodyFraming::Chunked => (State::ChunkSize, Then::Head, Framing::Chunked),
+                BodyFraming::Empty => (State::Head, Then::Head, Framing::Empty),
                 // Read to the end of the connection.
-                BodyFraming::None => (State::Aside, Then::Head),
+                BodyFraming::None => (State::Aside, Then::Head, Framing::ToClose),
             },
         };
+        if self.decoding {
+            let at = |part: &[u8]| part.as_ptr() as usize - bytes.as_ptr() as usize;
+            let span = |part: &[u8]| (at(part), at(part) + part.len());
+            self.parsed = Some(ParsedHead {
+                start: 0,
+                status,
+                http10,
+                reason: response.reason.map_or((0, 0), |r| span(r.as_bytes())),
+                fields: response
+                    .headers
+                    .iter()
+                    .map(|h| (span(h.name.as_bytes()), span(h.value)))
+                    .collect(),
+                framing: body,
+                len,
+            });
+        }
         Ok(Some(len))
     }
 
@@ -577,6 +760,68 @@ fn header_space<'a, 'b>(
     heap
 }
 
+/// A response head as the decoder read it: where its parts lie in the
+/// head's bytes (from its first byte), and how its body is framed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedHead {
+    /// Where it starts on the connection.
+    pub start: u64,
+    pub status: u16,
+    /// It said HTTP/1.0.
+    pub http10: bool,
+    /// The reason phrase.
+    pub reason: (usize, usize),
+    /// Each field's name and value.
+    pub fields: Vec<((usize, usize), (usize, usize))>,
+    pub framing: Framing,
+    /// The head's length, its blank line included.
+    pub len: usize,
+}
+
+/// How a response's body is framed, as its status, the request it answers
+/// and its fields decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// A 1xx other than 101: the answer is still to come.
+    Interim,
+    /// No body (204, 304, a HEAD's answer, `Content-Length: 0`).
+    Empty,
+    /// HTTP ends here (101, a CONNECT's 2xx): the rest is the new protocol's.
+    Switched,
+    Length(u64),
+    Chunked,
+    /// Read to the end of the connection.
+    ToClose,
+}
+
+/// What [`Checker::decode`] found next.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decoded {
+    /// Nothing more until more bytes come; the next look starts at `from`.
+    More {
+        from: u64,
+    },
+    /// A head (it ended at its start plus `len`).
+    Head(Box<ParsedHead>),
+    /// Body data; `last`: the body ends with it.
+    Data {
+        start: u64,
+        end: u64,
+        last: bool,
+    },
+    /// A chunked body ended at `at` (its trailers in
+    /// [`Checker::take_trailers`]).
+    End {
+        at: u64,
+    },
+    /// From `at`, the bytes are not framed by HTTP: a body read to the end
+    /// of the connection, or a new protocol's.
+    Rest {
+        at: u64,
+    },
+    Refused(Refusal),
+}
+
 /// Where a message leads once it ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Then {
@@ -586,7 +831,7 @@ enum Then {
 }
 
 /// Which side's messages a checker reads.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Role {
     /// Visitors' requests.
     Request,

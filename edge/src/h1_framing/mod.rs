@@ -33,15 +33,15 @@ pub mod checker;
 
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::AtomicU8;
 use std::task::{Context, Poll, Waker};
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-pub use checker::{Checked, Checker, Expect, FirstHead, HeadLimits, Refusal};
-use checker::{Role, State, is_final_answer};
+pub use checker::{
+    Checked, Checker, Decoded, Expect, FirstHead, Framing, HeadLimits, ParsedHead, Refusal,
+};
+use checker::{State, is_final_answer};
 
 use crate::rewind::poll_write_rest;
 
@@ -128,14 +128,6 @@ impl<S> FramingGate<S> {
         self.checker.first_head()
     }
 
-    /// A gate on an origin's connection, checking its responses: one with
-    /// ambiguous framing fails the read, so hyper gets an error (the edge
-    /// answers 502, or aborts a body under way) and never passes it on.
-    /// `expect` holds the [`Expect`] of the request in flight.
-    pub fn for_responses(inner: S, expect: Arc<AtomicU8>, limits: HeadLimits) -> Self {
-        Self::with_checker(inner, Checker::for_responses(limits, expect))
-    }
-
     fn with_checker(inner: S, checker: Checker) -> Self {
         Self {
             inner,
@@ -190,12 +182,7 @@ impl<S> FramingGate<S> {
                 passed,
             } => {
                 self.checked = self.read_end();
-                if let Role::Response(_) = self.checker.role {
-                    // Nothing of a refused response is handed on.
-                    self.ready = if message >= self.base { message } else { at };
-                    self.fail_at = Some(self.ready);
-                    self.failure = refusal.message;
-                } else if message >= self.base {
+                if message >= self.base {
                     // Not handed on yet: hyper never sees it.
                     self.ready = message.max(self.ready);
                     self.refusal = Some(refusal);

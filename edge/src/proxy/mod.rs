@@ -20,7 +20,7 @@ use calvin_proto::PreviewName;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::{Either, Full};
-use hyper::body::{Body as _, Incoming};
+use hyper::body::Body as _;
 use hyper_util::rt::TokioIo;
 use tracing::{Instrument, debug};
 
@@ -38,8 +38,10 @@ use crate::proxy::rewrite::{
 };
 use crate::request_body::{BodyOutcome, BodyWatch, MinRate, RequestBody, VisitorBody};
 use crate::share;
+use crate::tunnel_stream::TunnelStream;
+use crate::upstream::origin::{OriginBody, OriginRequest};
 use crate::upstream::route_table::{Lookup, RouteTable};
-use crate::upstream::{self, Outgoing, ResponseBody, SendFailed, Upstream, UpstreamError, Waiting};
+use crate::upstream::{Outgoing, ResponseBody, SendFailed, Upstream, UpstreamError, Waiting};
 
 /// What the edge answers with: an origin's streaming body or its own page,
 /// counted (and logged) as it goes.
@@ -374,7 +376,7 @@ impl Proxy {
         arrived: tokio::time::Instant,
     ) -> (
         Arc<Upstream>,
-        Result<(Response<Incoming>, Waiting), UpstreamError>,
+        Result<(Response<OriginBody>, Waiting), UpstreamError>,
     ) {
         loop {
             match upstream.send(req, peer).await {
@@ -444,7 +446,7 @@ impl Proxy {
             visitor.scheme,
             upgrade.clone(),
         );
-        let (mut parts, incoming) = req.into_parts();
+        let (parts, incoming) = req.into_parts();
         let (mut body, mut body_watch) =
             RequestBody::new(incoming, self.limits.max_body_bytes, upstream.bandwidth());
         traced.upload = Some(body_watch.clone());
@@ -461,15 +463,7 @@ impl Proxy {
             }
             return Err(refused);
         }
-        if !body.is_end_stream() && body.size_hint().exact().is_none() {
-            // hyper sends no body for a GET of unknown length unless the
-            // framing says there is one.
-            parts.headers.insert(
-                header::TRANSFER_ENCODING,
-                HeaderValue::from_static("chunked"),
-            );
-        }
-        let req = Box::new(Request::from_parts(parts, body));
+        let req = OriginRequest::new(Request::from_parts(parts, body));
 
         // The origin's time to answer runs from the end of the upload, so an
         // upload of any length passes; an upload that stops moving for as
@@ -601,8 +595,8 @@ impl Proxy {
     fn respond(
         &self,
         name: &PreviewName,
-        mut response: Response<Incoming>,
-        mut waiting: Waiting,
+        mut response: Response<OriginBody>,
+        waiting: Waiting,
         upgrade: Option<Upgrade>,
     ) -> Result<Response<Answer>, EdgeError> {
         // The origin's HTTP version is its own; the visitor's connection has
@@ -629,9 +623,13 @@ impl Proxy {
                 ));
             };
             // The connection is the upgrade's now, never the pool's.
-            waiting.leave_connection();
-            let origin_upgrade = hyper::upgrade::on(&mut response);
-            tokio::spawn(splice_upgraded(origin_upgrade, upgrade));
+            let Some(origin) = response.body_mut().switched() else {
+                return Err(EdgeError::BadGateway(
+                    name.clone(),
+                    "the server switched protocols before it read the request".into(),
+                ));
+            };
+            tokio::spawn(splice_upgraded(origin, upgrade));
             let h = response.headers_mut();
             h.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
             h.insert(header::UPGRADE, protocol);
@@ -690,7 +688,7 @@ fn upstream_error(upstream: &Upstream, err: UpstreamError) -> EdgeError {
         UpstreamError::NotListening(port) => EdgeError::NotListening(name, port),
         UpstreamError::ConnectTimeout(secs) => EdgeError::AgentNotAnswering(name, secs),
         UpstreamError::AccountBusy(max) => EdgeError::AccountBusy(name, max),
-        UpstreamError::Http(e) => match malformed_response(&e) {
+        UpstreamError::Origin(e) => match e.malformed() {
             Some(why) => EdgeError::BadGateway(
                 name,
                 format!(
@@ -718,36 +716,25 @@ fn linger<B: Send + 'static>(body: B) {
     });
 }
 
-/// What the response checker found wrong, when that is why `err` happened.
-fn malformed_response(err: &hyper::Error) -> Option<String> {
-    let mut source = std::error::Error::source(err);
-    while let Some(inner) = source {
-        if let Some(io) = inner.downcast_ref::<std::io::Error>()
-            && io.kind() == std::io::ErrorKind::InvalidData
-        {
-            return Some(io.to_string());
-        }
-        source = inner.source();
-    }
-    None
-}
-
 /// Copies bytes both ways between an upgraded visitor connection and the
 /// upgraded upstream connection until either side ends. A failure on
 /// either side cuts the other off too (a reset, not a clean end). Both
 /// ways go through the account's bandwidth bucket, when capped.
 /// A shutdown waits for it (up to the grace period) through `_drain`.
-async fn splice_upgraded(origin: hyper::upgrade::OnUpgrade, upgrade: Upgrade) {
+async fn splice_upgraded(origin: (TunnelStream, Bytes), upgrade: Upgrade) {
     let Upgrade {
         visitor,
         bandwidth,
         drain: _drain,
         counts,
     } = upgrade;
-    let (visitor, origin) = match tokio::try_join!(visitor, origin) {
-        Ok(pair) => pair,
+    let (tunnel, early) = origin;
+    let mut tunnel = ThrottledIo::new(tunnel, bandwidth);
+    let visitor = match visitor.await {
+        Ok(visitor) => visitor,
         Err(err) => {
             debug!(%err, "upgrade did not complete");
+            tunnel.get_mut().abort();
             return;
         }
     };
@@ -755,21 +742,14 @@ async fn splice_upgraded(origin: hyper::upgrade::OnUpgrade, upgrade: Upgrade) {
         inner: TokioIo::new(visitor),
         counts,
     };
-    let Some((tunnel, early)) = upstream::switched(origin) else {
-        debug!("upgraded upstream is not a tunnel stream");
+    tunnel.charge_read(early.len());
+    if !early.is_empty()
+        && tokio::io::AsyncWriteExt::write_all(&mut visitor, &early)
+            .await
+            .is_err()
+    {
+        tunnel.get_mut().abort();
         return;
-    };
-    let mut tunnel = ThrottledIo::new(tunnel, bandwidth);
-    for early in &early {
-        tunnel.charge_read(early.len());
-        if !early.is_empty()
-            && tokio::io::AsyncWriteExt::write_all(&mut visitor, early)
-                .await
-                .is_err()
-        {
-            tunnel.get_mut().abort();
-            return;
-        }
     }
     if let Err(err) = tokio::io::copy_bidirectional(&mut visitor, &mut tunnel).await {
         debug!(%err, "upgraded connection cut off");

@@ -28,6 +28,9 @@ pub enum VisitorBody {
     /// Boxed: an HTTP/1.1 or HTTP/2 request's body (and every future that
     /// holds one) stays hyper's size.
     H3(Box<H3Body>),
+    /// Any body, for the unit tests of what forwards one.
+    #[cfg(test)]
+    Test(http_body_util::combinators::BoxBody<Bytes, BodyError>),
 }
 
 impl Body for VisitorBody {
@@ -43,6 +46,8 @@ impl Body for VisitorBody {
                 .poll_frame(cx)
                 .map(|f| f.map(|r| r.map_err(BodyError::from))),
             VisitorBody::H3(body) => Pin::new(body.as_mut()).poll_frame(cx),
+            #[cfg(test)]
+            VisitorBody::Test(body) => Pin::new(body).poll_frame(cx),
         }
     }
 
@@ -50,6 +55,8 @@ impl Body for VisitorBody {
         match self {
             VisitorBody::Hyper(body) => body.is_end_stream(),
             VisitorBody::H3(body) => body.is_end_stream(),
+            #[cfg(test)]
+            VisitorBody::Test(body) => body.is_end_stream(),
         }
     }
 
@@ -57,6 +64,8 @@ impl Body for VisitorBody {
         match self {
             VisitorBody::Hyper(body) => body.size_hint(),
             VisitorBody::H3(body) => body.size_hint(),
+            #[cfg(test)]
+            VisitorBody::Test(body) => body.size_hint(),
         }
     }
 }

@@ -10,42 +10,31 @@
 
 pub mod claims;
 pub mod name_store;
+pub mod origin;
 pub mod route_table;
 #[cfg(test)]
 mod tests;
 pub mod tunnel;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use std::time::Instant;
 
 use calvin_proto::io::{read_frame, write_frame};
 use calvin_proto::{Port, PreviewName, StreamAnswer, StreamHeader, StreamRefusal};
-use http::{Request, Response};
+use http::Response;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
+use hyper::body::{Body, Frame, SizeHint};
 use tokio::sync::watch;
-use tokio::task::AbortHandle;
-use tracing::debug;
 
+use self::origin::{Connection, OriginBody, OriginError, OriginRequest};
 use crate::bandwidth::{Bandwidth, Buckets, Throttled};
-use crate::h1_framing::{Expect, FramingGate, HeadLimits};
-use crate::request_body::RequestBody;
 use crate::share::Protection;
-use crate::tunnel_stream::TunnelStream;
-
-/// What an origin's response head may hold (hyper's own defaults).
-const RESPONSE_HEAD_LIMITS: HeadLimits = HeadLimits {
-    max_head_bytes: 8192 + 4096 * 100,
-    max_headers: crate::h1_framing::HYPER_MAX_HEADERS,
-};
 
 /// Timeouts and sizes of the upstream side (from [`crate::Limits`]).
 #[derive(Debug, Clone)]
@@ -80,8 +69,8 @@ pub enum UpstreamError {
     ConnectTimeout(u64),
     #[error("the tunnel failed: {0}")]
     Tunnel(String),
-    #[error("the origin's HTTP failed: {0}")]
-    Http(#[from] hyper::Error),
+    #[error("{0}")]
+    Origin(#[from] OriginError),
     #[error("the account has {0} requests under way, its most")]
     AccountBusy(usize),
 }
@@ -93,11 +82,11 @@ pub struct SendFailed {
     pub again: Option<Outgoing>,
 }
 
-/// A request on its way to an origin, boxed: it passes through several
-/// futures before hyper takes it, and each would hold a copy of its
-/// hundreds of bytes (a request's future grew to kilobytes, copied on
-/// every move).
-pub type Outgoing = Box<Request<RequestBody>>;
+/// A request on its way to an origin, its framing decided, boxed: it
+/// passes through several futures before a connection takes it, and each
+/// would hold a copy of it (a request's future grew to kilobytes, copied
+/// on every move).
+pub type Outgoing = Box<OriginRequest>;
 
 /// One agent connection, as its previews' upstreams share it.
 pub struct AgentLink {
@@ -124,23 +113,12 @@ pub struct AgentLink {
 pub struct Waiting {
     link: Arc<AgentLink>,
     dead: watch::Receiver<bool>,
-    /// The connection the response came on, to go back to its pool once
-    /// the response's body has ended (see [`Upstream::recycle`]).
-    conn: Option<(Arc<Upstream>, Pooled)>,
-    /// Whether the response's body ended.
-    ended: bool,
     /// Whether it counts as a request under way for the account (a relay
     /// for another edge does not: that edge counts it).
     counted: bool,
 }
 
 impl Waiting {
-    /// Keeps the response's connection out of the pool (it switched
-    /// protocols).
-    pub fn leave_connection(&mut self) {
-        self.conn = None;
-    }
-
     /// Resolves if the agent stops answering.
     pub async fn gone(&mut self) {
         let _ = self.dead.wait_for(|dead| *dead).await;
@@ -152,10 +130,6 @@ impl Drop for Waiting {
         self.link.waiting.fetch_sub(1, Ordering::AcqRel);
         if self.counted {
             self.link.account_streams.fetch_sub(1, Ordering::AcqRel);
-        }
-        // A body dropped before its end leaves its connection to close.
-        if let (true, Some((upstream, conn))) = (self.ended, self.conn.take()) {
-            upstream.recycle(conn);
         }
     }
 }
@@ -250,8 +224,6 @@ impl AgentLink {
         Waiting {
             link: self.clone(),
             dead: self.dead.subscribe(),
-            conn: None,
-            ended: false,
             counted,
         }
     }
@@ -351,41 +323,10 @@ pub struct Upstream {
     /// checked with (see [`crate::share`]).
     protection: Option<Box<Protection>>,
     idle: Mutex<Vec<Idle>>,
-    next_conn_id: AtomicU64,
-}
-
-/// An HTTP/1.1 connection over one tunnel stream: its sender, and the task
-/// that drives it (aborted, the stream resets).
-struct Pooled {
-    id: u64,
-    sender: SendRequest<RequestBody>,
-    /// The kind of request in flight, for the response checker.
-    expect: Arc<AtomicU8>,
-    task: AbortHandle,
-}
-
-impl Pooled {
-    /// Marks a request of the `expect` kind in flight, unless the response
-    /// checker found the connection unusable meanwhile (then false: it is
-    /// not used).
-    fn send_next(&self, expect: u8) -> bool {
-        let idle = Expect::Idle as u8;
-        self.expect
-            .compare_exchange(idle, expect, Ordering::AcqRel, Ordering::Acquire)
-            .is_ok()
-    }
-
-    /// Whether the response checker let the connection go on: not after
-    /// bytes no request asked for (an origin that wrote a body after a
-    /// 204, a 304 or a HEAD's answer, or past its length), which would
-    /// otherwise be read as the next request's answer.
-    fn usable(&self) -> bool {
-        self.expect.load(Ordering::Acquire) != Expect::Unusable as u8
-    }
 }
 
 struct Idle {
-    conn: Pooled,
+    conn: Box<Connection>,
     since: Instant,
 }
 
@@ -393,19 +334,6 @@ impl Drop for Upstream {
     fn drop(&mut self) {
         let idle = self.idle.get_mut().unwrap_or_else(|e| e.into_inner());
         self.link.release_idle(idle.len());
-    }
-}
-
-/// Aborts a connection's task unless disarmed: a request dropped before
-/// its response head (a timeout, a visitor gone) resets the tunnel stream,
-/// so the agent and the origin let go of it at once.
-struct AbortUnlessAnswered(Option<AbortHandle>);
-
-impl Drop for AbortUnlessAnswered {
-    fn drop(&mut self) {
-        if let Some(task) = self.0.take() {
-            task.abort();
-        }
     }
 }
 
@@ -422,7 +350,6 @@ impl Upstream {
             link,
             protection: protection.map(Box::new),
             idle: Mutex::new(Vec::new()),
-            next_conn_id: AtomicU64::new(0),
         })
     }
 
@@ -516,10 +443,10 @@ impl Upstream {
     /// Sends `req` to the origin and returns its response head, and the
     /// guard to keep with its body as it streams (see
     /// [`AgentLink::wait_on`]). Uses an idle connection when one is ready,
-    /// else opens one for `client`. A request that an idle connection could
-    /// not even start (the origin had closed it) is sent again on the
-    /// next. Dropped before the head arrives, it resets the connection it
-    /// was using.
+    /// else opens one. A request that an idle connection could not even
+    /// start (the origin had closed it) is sent again on the next.
+    /// Dropped before the head arrives, it resets the connection it was
+    /// using.
     ///
     /// When the agent turns out to be gone before the request was handed
     /// to a connection (it was waiting for the agent to open one), the
@@ -531,22 +458,18 @@ impl Upstream {
         self: &Arc<Self>,
         req: Outgoing,
         client: SocketAddr,
-    ) -> Result<(Response<Incoming>, Waiting), SendFailed> {
+    ) -> Result<(Response<OriginBody>, Waiting), SendFailed> {
         let mut waiting = self
             .link
             .wait_on()
             .map_err(|error| SendFailed { error, again: None })?;
-        let expect = Expect::of(req.method()) as u8;
         let mut unsent = Some(req);
         let answered = tokio::select! {
-            answered = self.send_watched(&mut unsent, expect, client) => answered,
+            answered = self.send_watched(&mut unsent, client) => answered,
             () = waiting.gone() => Err(UpstreamError::AgentOffline),
         };
         match answered {
-            Ok((response, conn)) => {
-                waiting.conn = Some((self.clone(), conn));
-                Ok((response, waiting))
-            }
+            Ok(response) => Ok((response, waiting)),
             Err(error) if self.agent_gone() || matches!(error, UpstreamError::AgentOffline) => {
                 Err(SendFailed {
                     error: UpstreamError::AgentOffline,
@@ -557,30 +480,20 @@ impl Upstream {
         }
     }
 
-    /// Sends the request in `unsent` (expecting an answer of the `expect`
-    /// kind), which it leaves there until the request is handed to a
-    /// connection. The response head, and the connection it came on.
+    /// Sends the request in `unsent`, which it leaves there until the
+    /// request is handed to a connection. Its response head.
     async fn send_watched(
         self: &Arc<Self>,
         unsent: &mut Option<Outgoing>,
-        expect: u8,
         client: SocketAddr,
-    ) -> Result<(Response<Incoming>, Pooled), UpstreamError> {
-        while let Some(mut conn) = self.take_idle() {
-            if !conn.send_next(expect) {
-                continue;
-            }
+    ) -> Result<Response<OriginBody>, UpstreamError> {
+        while let Some(conn) = self.take_idle() {
             let Some(req) = unsent.take() else { break };
-            let mut guard = AbortUnlessAnswered(Some(conn.task.clone()));
-            match conn.sender.try_send_request(*req).await {
-                Ok(response) => {
-                    guard.0 = None;
-                    return Ok((response, conn));
-                }
-                Err(mut failed) => match failed.take_message() {
-                    Some(req) => *unsent = Some(Box::new(req)),
-                    None => return Err(failed.into_error().into()),
-                },
+            match conn.exchange(req, self.clone()).await {
+                Ok(response) => return Ok(response),
+                // Closed under the edge before any of it went: the next.
+                Err((_, Some(req))) => *unsent = Some(req),
+                Err((error, None)) => return Err(error.into()),
             }
         }
         // A server that refuses connections may be restarting: nothing was
@@ -588,34 +501,28 @@ impl Upstream {
         // machine (see `StreamHeader::wait_ms`): the agent's answer is the
         // event waited for.
         let deadline = Instant::now() + self.link.settings.reconnect_wait;
-        let mut conn = Box::pin(self.connect(client, deadline)).await?;
+        let conn = Box::pin(self.connect(client, deadline)).await?;
         let Some(req) = unsent.take() else {
             return Err(UpstreamError::Tunnel("no request to send".into()));
         };
-        if !conn.send_next(expect) {
-            // Nothing of the request left: the next visitor may try again.
-            return Err(UpstreamError::Tunnel(
-                "the server sent bytes before it was asked anything".into(),
-            ));
+        match conn.exchange(req, self.clone()).await {
+            Ok(response) => Ok(response),
+            Err((error, _)) => Err(error.into()),
         }
-        let mut guard = AbortUnlessAnswered(Some(conn.task.clone()));
-        let response = conn.sender.send_request(*req).await?;
-        guard.0 = None;
-        Ok((response, conn))
     }
 
-    fn take_idle(&self) -> Option<Pooled> {
+    fn take_idle(&self) -> Option<Box<Connection>> {
         // An agent whose connection has closed: its pooled streams are
-        // dead even while hyper has not yet seen it (its connection task
-        // runs later). A request handed to one is never sent again, so it
-        // would fail at once instead of waiting for the agent to be back.
+        // dead, though nothing may have read their end yet. A request
+        // handed to one is never sent again, so it would fail at once
+        // instead of waiting for the agent to be back.
         let gone = self.agent_gone();
         let mut idle = self.lock();
-        while let Some(entry) = idle.pop() {
+        while let Some(mut entry) = idle.pop() {
             self.link.release_idle(1);
             if !gone
-                && entry.conn.sender.is_ready()
                 && entry.since.elapsed() < self.link.settings.idle_timeout
+                && entry.conn.ready()
             {
                 return Some(entry.conn);
             }
@@ -628,43 +535,14 @@ impl Upstream {
         let idle_timeout = self.link.settings.idle_timeout;
         let mut idle = self.lock();
         let before = idle.len();
-        idle.retain(|i| !i.conn.sender.is_closed() && i.since.elapsed() < idle_timeout);
+        idle.retain_mut(|i| i.since.elapsed() < idle_timeout && i.conn.ready());
         self.link.release_idle(before - idle.len());
     }
 
-    /// Forgets the idle entry of a connection that has ended.
-    fn forget(&self, id: u64) {
-        let mut idle = self.lock();
-        if let Some(at) = idle.iter().position(|i| i.conn.id == id) {
-            idle.swap_remove(at);
-            self.link.release_idle(1);
-        }
-    }
-
-    /// Puts a connection back in the pool once it is free again, after its
-    /// response's body ended: at once when hyper has it ready (the common
-    /// case: no task per request), else once it is. Connections that end
-    /// or upgrade, and those past the budgets, are closed.
-    fn recycle(self: &Arc<Self>, mut conn: Pooled) {
-        if !conn.usable() {
-            // Dropped: hyper closes it.
-            return;
-        }
-        if conn.sender.is_ready() {
-            return self.put_back(conn);
-        }
-        let pool: Weak<Self> = Arc::downgrade(self);
-        tokio::spawn(async move {
-            if conn.sender.ready().await.is_err() {
-                return;
-            }
-            if let Some(upstream) = pool.upgrade() {
-                upstream.put_back(conn);
-            }
-        });
-    }
-
-    fn put_back(&self, conn: Pooled) {
+    /// Puts a connection back in the pool once its response has ended
+    /// exactly where its framing said, its request all sent. Connections
+    /// past the budgets are closed.
+    fn recycle(&self, conn: Box<Connection>) {
         // Expired entries go in the route table's periodic sweep, not
         // here: scanning the pool on every request cost ~2% of the edge's
         // CPU (perf, 1 KiB GETs).
@@ -677,50 +555,27 @@ impl Upstream {
         }
     }
 
-    /// Opens a stream to the agent, asks it to connect to the port (waiting
-    /// for a server to listen until `listening_by`), and starts HTTP/1.1
-    /// on the stream.
+    /// Opens a stream to the agent and asks it to connect to the port
+    /// (waiting for a server to listen until `listening_by`): a new
+    /// HTTP/1.1 connection on the stream.
     async fn connect(
         self: &Arc<Self>,
         client: SocketAddr,
         listening_by: Instant,
-    ) -> Result<Pooled, UpstreamError> {
+    ) -> Result<Box<Connection>, UpstreamError> {
         let wait = listening_by.saturating_duration_since(Instant::now());
         let limit = self.link.settings.connect_timeout;
-        let opened = tokio::time::timeout(limit + wait, self.open_stream(client, wait))
+        let (send, recv) = tokio::time::timeout(limit + wait, self.open_stream(client, wait))
             .await
             .map_err(|_| UpstreamError::ConnectTimeout((limit + wait).as_secs()))??;
-        // Nothing asked yet: bytes before the first request are refused.
-        let expect = Arc::new(AtomicU8::new(Expect::Idle as u8));
-        let checked = FramingGate::for_responses(opened, expect.clone(), RESPONSE_HEAD_LIMITS);
-        // hyper's own limit on header fields is RESPONSE_HEAD_LIMITS' (set
-        // explicitly, it would fill that many slots for every head).
-        let (sender, connection) = http1::Builder::new()
-            .handshake(TokioIo::new(checked))
-            .await?;
-        let id = self.next_conn_id.fetch_add(1, Ordering::Relaxed);
-        let (name, pool) = (self.name.clone(), Arc::downgrade(self));
-        let task = tokio::spawn(async move {
-            if let Err(err) = connection.with_upgrades().await {
-                debug!(%name, %err, "upstream connection ended");
-            }
-            if let Some(upstream) = pool.upgrade() {
-                upstream.forget(id);
-            }
-        });
-        Ok(Pooled {
-            id,
-            sender,
-            expect,
-            task: task.abort_handle(),
-        })
+        Ok(Connection::new(send, recv))
     }
 
     async fn open_stream(
         &self,
         client: SocketAddr,
         wait: Duration,
-    ) -> Result<TunnelStream, UpstreamError> {
+    ) -> Result<(quinn::SendStream, quinn::RecvStream), UpstreamError> {
         let conn = &self.link.conn;
         let (mut send, mut recv) = conn
             .open_bi()
@@ -743,7 +598,7 @@ impl Upstream {
             .await
             .map_err(|e| offline_or(e.to_string()))?;
         match read_frame::<StreamAnswer, _>(&mut recv).await {
-            Ok(Some(StreamAnswer::Accepted)) => Ok(TunnelStream::new(recv, send)),
+            Ok(Some(StreamAnswer::Accepted)) => Ok((send, recv)),
             Ok(Some(StreamAnswer::Refused { reason, message })) => Err(match reason {
                 StreamRefusal::ConnectionRefused => UpstreamError::NotListening(self.port),
                 StreamRefusal::Offline => UpstreamError::AgentOffline,
@@ -759,19 +614,6 @@ impl Upstream {
     }
 }
 
-/// An origin's connection once it switched protocols (101, or a CONNECT
-/// answered): its tunnel stream, and the bytes the origin sent after its
-/// answer that HTTP had read already (hyper's, then the response
-/// checker's), which come first. `None` if it is not an upstream
-/// connection of this module's.
-pub fn switched(upgraded: hyper::upgrade::Upgraded) -> Option<(TunnelStream, [Bytes; 2])> {
-    let parts = upgraded
-        .downcast::<TokioIo<FramingGate<TunnelStream>>>()
-        .ok()?;
-    let (tunnel, held) = parts.io.into_inner().into_parts();
-    Some((tunnel, [parts.read_buf, held.freeze()]))
-}
-
 /// An origin's response body, which keeps its agent watched while it
 /// streams: if the agent stops answering, its connection is closed and the
 /// body fails then, instead of stalling until the QUIC idle timeout; hyper
@@ -779,38 +621,29 @@ pub fn switched(upgraded: hyper::upgrade::Upgraded) -> Option<(TunnelStream, [By
 /// HTTP/2), never ending it as if it were whole. Its frames go through the
 /// account's bandwidth bucket, when capped.
 pub struct ResponseBody {
-    inner: Throttled<Incoming>,
-    waiting: Waiting,
+    inner: Throttled<OriginBody>,
+    _waiting: Waiting,
 }
 
 impl ResponseBody {
-    pub fn new(inner: Incoming, mut waiting: Waiting) -> Self {
+    pub fn new(inner: OriginBody, waiting: Waiting) -> Self {
         let bucket = waiting.link.bandwidth.clone();
-        // A body empty from the start (204, a HEAD's) may never be polled.
-        waiting.ended = inner.is_end_stream();
         Self {
             inner: Throttled::new(inner, bucket),
-            waiting,
+            _waiting: waiting,
         }
     }
 }
 
 impl Body for ResponseBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = OriginError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        // Trailers are a body's last frame: hyper's servers poll no
-        // further once they have them.
-        let trailers = matches!(&polled, Poll::Ready(Some(Ok(frame))) if frame.is_trailers());
-        if trailers || matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
-            self.waiting.ended = true;
-        }
-        polled
+        Pin::new(&mut self.inner).poll_frame(cx)
     }
 
     fn is_end_stream(&self) -> bool {

@@ -116,3 +116,329 @@ async fn an_account_has_at_most_its_requests_under_way_over_all_its_agents() {
     drop(a);
     assert!(other.wait_on().is_ok(), "one ended, one more under way");
 }
+
+/// A preview's upstream over a real QUIC connection, and the agent's end
+/// of it: each stream the edge opens is accepted as an agent accepts it
+/// (its header read, `Accepted` answered) and handed to the test, which
+/// plays the origin on it.
+async fn upstream_to_origin() -> (Arc<Upstream>, Streams, Kept) {
+    let (conn, kept) = agent_connection().await;
+    let agent = kept._agent.clone();
+    let (handed, streams) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut send, mut recv)) = agent.accept_bi().await {
+            let header = read_frame::<StreamHeader, _>(&mut recv).await;
+            assert!(matches!(header, Ok(Some(_))), "a stream header");
+            write_frame(&mut send, &StreamAnswer::Accepted)
+                .await
+                .expect("accepted");
+            if handed.send((send, recv)).is_err() {
+                return;
+            }
+        }
+    });
+    let link = AgentLink::new(conn, settings(8, 10), Arc::default(), None);
+    let name = PreviewName::parse("app").expect("name");
+    let port = Port::try_from(3000u16).expect("port");
+    (Upstream::new(name, port, link, None), streams, kept)
+}
+
+type Streams = tokio::sync::mpsc::UnboundedReceiver<(quinn::SendStream, quinn::RecvStream)>;
+
+const VISITOR: &str = "192.0.2.7:4000";
+
+/// A request through the upstream, its body's frames as `frames` gives
+/// them (none: no body).
+fn request(
+    method: &str,
+    target: &str,
+    fields: &[(&str, &str)],
+    frames: Option<tokio::sync::mpsc::Receiver<Frame<Bytes>>>,
+) -> Outgoing {
+    let body = match frames {
+        Some(frames) => http_body_util::combinators::BoxBody::new(Frames(frames)),
+        None => http_body_util::combinators::BoxBody::new(
+            http_body_util::Empty::new().map_err(|never| match never {}),
+        ),
+    };
+    let (body, _watch) = crate::request_body::RequestBody::new(
+        crate::request_body::VisitorBody::Test(body),
+        None,
+        None,
+    );
+    let mut req = http::Request::builder().method(method).uri(target);
+    for (name, value) in fields {
+        req = req.header(*name, *value);
+    }
+    origin::OriginRequest::new(req.body(body).expect("request"))
+}
+
+use http_body_util::BodyExt as _;
+
+/// A body whose frames a channel brings.
+struct Frames(tokio::sync::mpsc::Receiver<Frame<Bytes>>);
+
+impl Body for Frames {
+    type Data = Bytes;
+    type Error = crate::request_body::BodyError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        self.0.poll_recv(cx).map(|frame| frame.map(Ok))
+    }
+}
+
+/// Reads what the edge wrote on an origin's stream until it ends with
+/// `end`.
+async fn read_until(recv: &mut quinn::RecvStream, end: &[u8]) -> Vec<u8> {
+    let mut read = Vec::new();
+    while !read.ends_with(end) {
+        let chunk = tokio::time::timeout(Duration::from_secs(5), recv.read_chunk(usize::MAX, true))
+            .await
+            .expect("the edge wrote on")
+            .expect("a read")
+            .expect("not the stream's end");
+        read.extend_from_slice(&chunk.bytes);
+    }
+    read
+}
+
+/// A response body's data, and its trailers.
+async fn collect(body: OriginBody, waiting: Waiting) -> (Vec<u8>, Option<http::HeaderMap>) {
+    let mut body = ResponseBody::new(body, waiting);
+    let (mut data, mut trailers) = (Vec::new(), None);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.expect("a whole body");
+        match frame.into_data() {
+            Ok(bytes) => data.extend_from_slice(&bytes),
+            Err(frame) => trailers = frame.into_trailers().ok(),
+        }
+    }
+    (data, trailers)
+}
+
+#[tokio::test]
+async fn a_request_is_written_once_and_its_answer_read_with_every_field_then_the_stream_serves_the_next()
+ {
+    let (upstream, mut streams, _kept) = upstream_to_origin().await;
+    let visitor = VISITOR.parse().expect("addr");
+    let get = request("GET", "/page?x=1", &[("host", "app.preview.test")], None);
+    let origin = async {
+        let (mut send, mut recv) = streams.recv().await.expect("a stream");
+        let asked = read_until(&mut recv, b"\r\n\r\n").await;
+        send.write_all(
+            b"HTTP/1.1 200 Fine\r\nX-Two: 1\r\nx-two: 2\r\nContent-Length: 5\r\n\r\nhello",
+        )
+        .await
+        .expect("answer");
+        (send, recv, asked)
+    };
+    let (sent, (mut send, mut recv, asked)) = tokio::join!(upstream.send(get, visitor), origin);
+    assert_eq!(
+        String::from_utf8_lossy(&asked),
+        "GET /page?x=1 HTTP/1.1\r\nhost: app.preview.test\r\n\r\n"
+    );
+    let Ok((response, waiting)) = sent else {
+        panic!("no answer")
+    };
+    assert_eq!(response.status(), 200);
+    let twos: Vec<_> = response.headers().get_all("x-two").iter().collect();
+    assert_eq!(twos, ["1", "2"]);
+    let reason = response.extensions().get::<hyper::ext::ReasonPhrase>();
+    assert_eq!(reason.map(|r| r.as_bytes()), Some(&b"Fine"[..]));
+    assert_eq!(response.body().size_hint().exact(), Some(5));
+    let (data, trailers) = collect(response.into_body(), waiting).await;
+    assert_eq!((&data[..], trailers), (&b"hello"[..], None));
+
+    // Ended where its length said: the same stream carries the next.
+    let next = request("DELETE", "/item", &[("host", "app.preview.test")], None);
+    let origin = async {
+        let asked = read_until(&mut recv, b"\r\n\r\n").await;
+        send.write_all(b"HTTP/1.1 204 No Content\r\n\r\n")
+            .await
+            .expect("answer");
+        asked
+    };
+    let (sent, asked) = tokio::join!(upstream.send(next, visitor), origin);
+    assert!(asked.starts_with(b"DELETE /item HTTP/1.1\r\n"));
+    assert_eq!(
+        sent.ok().map(|(r, _)| r.status()),
+        Some(http::StatusCode::NO_CONTENT)
+    );
+    assert!(streams.try_recv().is_err(), "no second stream was opened");
+}
+
+#[tokio::test]
+async fn a_chunked_answer_reaches_the_visitor_as_its_data_then_its_trailers() {
+    let (upstream, mut streams, _kept) = upstream_to_origin().await;
+    let visitor = VISITOR.parse().expect("addr");
+    let origin = async {
+        let (mut send, mut recv) = streams.recv().await.expect("a stream");
+        read_until(&mut recv, b"\r\n\r\n").await;
+        // In pieces that cut a size line, data and the trailers.
+        let pieces: [&[u8]; 4] = [
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r",
+            b"\nhel",
+            b"lo\r\n6\r\n world\r\n0\r\nx-sum: 1",
+            b"1\r\n\r\n",
+        ];
+        for piece in pieces {
+            send.write_all(piece).await.expect("answer");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        (send, recv)
+    };
+    let get = request("GET", "/", &[("host", "app.preview.test")], None);
+    let (sent, _kept_stream) = tokio::join!(
+        async {
+            let (response, waiting) = upstream.send(get, visitor).await.ok().expect("answer");
+            collect(response.into_body(), waiting).await
+        },
+        origin
+    );
+    let (data, trailers) = sent;
+    assert_eq!(String::from_utf8_lossy(&data), "hello world");
+    let trailers = trailers.expect("trailers");
+    assert_eq!(
+        trailers.get("x-sum").map(|v| v.as_bytes()),
+        Some(&b"11"[..])
+    );
+    assert_eq!(upstream.lock().len(), 1, "the connection is pooled");
+}
+
+#[tokio::test]
+async fn an_answer_followed_by_bytes_no_request_asked_for_is_never_pooled() {
+    let (upstream, mut streams, _kept) = upstream_to_origin().await;
+    let visitor = VISITOR.parse().expect("addr");
+    for (answer, status) in [
+        (&b"HTTP/1.1 204 No Content\r\n\r\nextra"[..], 204),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\n\r\n",
+            200,
+        ),
+    ] {
+        let origin = async {
+            let (mut send, mut recv) = streams.recv().await.expect("a new stream");
+            read_until(&mut recv, b"\r\n\r\n").await;
+            send.write_all(answer).await.expect("answer");
+            (send, recv)
+        };
+        let get = request("GET", "/", &[("host", "app.preview.test")], None);
+        let (sent, _stream) = tokio::join!(
+            async {
+                let (response, waiting) = upstream.send(get, visitor).await.ok().expect("answer");
+                assert_eq!(response.status().as_u16(), status);
+                collect(response.into_body(), waiting).await
+            },
+            origin
+        );
+        assert_eq!(sent.0.len(), if status == 200 { 2 } else { 0 });
+        assert_eq!(upstream.lock().len(), 0, "{status}: not pooled");
+    }
+}
+
+#[tokio::test]
+async fn an_upload_of_unknown_length_goes_chunked_with_the_trailers_it_declared() {
+    let (upstream, mut streams, _kept) = upstream_to_origin().await;
+    let visitor = VISITOR.parse().expect("addr");
+    let (frames, body) = tokio::sync::mpsc::channel(4);
+    for data in ["ab", "cde"] {
+        frames
+            .send(Frame::data(Bytes::from(data)))
+            .await
+            .expect("frame");
+    }
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("x-check", http::HeaderValue::from_static("ok"));
+    trailers.insert("content-type", http::HeaderValue::from_static("text/nope"));
+    trailers.insert("x-undeclared", http::HeaderValue::from_static("no"));
+    frames
+        .send(Frame::trailers(trailers))
+        .await
+        .expect("trailers");
+    drop(frames);
+    let fields = [
+        ("host", "app.preview.test"),
+        ("trailer", "x-check, content-type"),
+    ];
+    let post = request("POST", "/up", &fields, Some(body));
+    let origin = async {
+        let (mut send, mut recv) = streams.recv().await.expect("a stream");
+        let asked = read_until(&mut recv, b"0\r\nx-check: ok\r\n\r\n").await;
+        send.write_all(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n")
+            .await
+            .expect("answer");
+        (send, recv, asked)
+    };
+    let (sent, (_send, _recv, asked)) = tokio::join!(upstream.send(post, visitor), origin);
+    assert_eq!(
+        String::from_utf8_lossy(&asked),
+        "POST /up HTTP/1.1\r\nhost: app.preview.test\r\ntrailer: x-check, content-type\r\n\
+         transfer-encoding: chunked\r\n\r\n2\r\nab\r\n3\r\ncde\r\n0\r\nx-check: ok\r\n\r\n"
+    );
+    assert_eq!(sent.ok().map(|(r, _)| r.status().as_u16()), Some(201));
+    assert_eq!(upstream.lock().len(), 1, "all sent, all answered: pooled");
+}
+
+#[tokio::test]
+async fn interim_answers_are_read_past_to_the_final_one() {
+    let (upstream, mut streams, _kept) = upstream_to_origin().await;
+    let visitor = VISITOR.parse().expect("addr");
+    let origin = async {
+        let (mut send, mut recv) = streams.recv().await.expect("a stream");
+        read_until(&mut recv, b"\r\n\r\n").await;
+        send.write_all(
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n\
+              HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        )
+        .await
+        .expect("answer");
+        (send, recv)
+    };
+    let get = request("GET", "/", &[("host", "app.preview.test")], None);
+    let (sent, _stream) = tokio::join!(
+        async {
+            let (response, waiting) = upstream.send(get, visitor).await.ok().expect("answer");
+            assert_eq!(response.status(), 200);
+            assert_eq!(response.headers().get("link"), None);
+            collect(response.into_body(), waiting).await
+        },
+        origin
+    );
+    assert_eq!(sent.0, b"ok");
+}
+
+#[tokio::test]
+async fn an_answer_before_the_upload_ended_ends_the_connection_with_it() {
+    let (upstream, mut streams, _kept) = upstream_to_origin().await;
+    let visitor = VISITOR.parse().expect("addr");
+    let (frames, body) = tokio::sync::mpsc::channel(4);
+    frames
+        .send(Frame::data(Bytes::from_static(b"abc")))
+        .await
+        .expect("frame");
+    let fields = [("host", "app.preview.test"), ("content-length", "10")];
+    let post = request("POST", "/up", &fields, Some(body));
+    let origin = async {
+        let (mut send, mut recv) = streams.recv().await.expect("a stream");
+        let asked = read_until(&mut recv, b"abc").await;
+        send.write_all(b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\n\r\n")
+            .await
+            .expect("answer");
+        (send, recv, asked)
+    };
+    let (sent, (_send, mut recv, asked)) = tokio::join!(upstream.send(post, visitor), origin);
+    assert!(String::from_utf8_lossy(&asked).contains("content-length: 10\r\n\r\nabc"));
+    let (response, waiting) = sent.ok().expect("answer");
+    assert_eq!(response.status().as_u16(), 413);
+    drop(collect(response.into_body(), waiting).await);
+    assert_eq!(upstream.lock().len(), 0, "7 bytes never sent: not pooled");
+    // The rest of the upload is not sent: the stream is cut off.
+    let rest = tokio::time::timeout(Duration::from_secs(5), recv.read_chunk(usize::MAX, true))
+        .await
+        .expect("the edge let go");
+    assert!(rest.is_err(), "reset, not ended: {rest:?}");
+    drop(frames);
+}
