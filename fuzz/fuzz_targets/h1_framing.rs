@@ -3,13 +3,12 @@
 //! them: it must not panic, and the pieces must come to what the whole
 //! does (the gate checks whatever each read brought).
 //!
-//! Visitors' requests also go through the gate itself
-//! (`calvin_edge::h1_framing::FramingGate`), read as hyper reads it (a
-//! final answer written whenever it waits for one), whole and in pieces:
-//! what it hands on must be the stream's start, everything before a refused
-//! request, and nothing of a refused request unless a read error follows it
-//! (the bad part came after its start was handed on); fed whole, the gate
-//! hands on exactly what the checker passed.
+//! The same stream is read through the checker as a decoder
+//! (`Checker::decode`, what the edge's HTTP/1 session reads requests with
+//! and its origin reader responses), whole and in pieces as those read
+//! it: the pieces must decode to the same heads and data as the whole,
+//! and the decoding must end as the checker does (refused: the same
+//! message, for the same reason; passed: every request head decoded).
 //!
 //! Input layout: one flags byte, then up to 7 piece sizes (the low 3 bits
 //! of the flags say how many), then the stream. Flag bit 3 checks it as an
@@ -25,13 +24,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
-
-use calvin_edge::h1_framing::{Checked, Checker, Expect, FramingGate, HeadLimits};
+use calvin_edge::h1_framing::{Checked, Checker, Decoded, Expect, HeadLimits};
 use libfuzzer_sys::fuzz_target;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 const LIMITS: HeadLimits = HeadLimits {
     max_head_bytes: 1024,
@@ -82,184 +76,138 @@ fuzz_target!(|data: &[u8]| {
     let whole = feed(checker(), stream, &[]);
     let pieces = feed(checker(), stream, sizes);
     assert_eq!(whole, pieces, "whole vs pieces {sizes:?}");
-    if flags & 8 == 0 {
-        through_the_gate(stream, sizes, &whole);
-    }
+    let decoder = || {
+        if flags & 8 == 0 {
+            Checker::request_decoder(LIMITS)
+        } else {
+            Checker::response_decoder(LIMITS, Arc::new(AtomicU8::new(expect as u8)))
+        }
+    };
+    through_the_decoder(decoder, flags & 8 == 0, stream, sizes, &whole);
 });
 
-/// What the gate did with a stream of requests: the bytes it handed on,
-/// how its reading ended, and what it wrote itself at the close (a
-/// refusal's answer).
-#[derive(Debug)]
-struct Gated {
-    handed_on: Vec<u8>,
-    failed: Option<String>,
-    answered: Vec<u8>,
+/// What a decoder made of a stream: each message's head (where it
+/// starts, its length) and its body's data, and how the reading ended.
+#[derive(Debug, PartialEq)]
+struct Decoding {
+    messages: Vec<(u64, usize, Vec<u8>)>,
+    ended: Ended,
 }
 
-fn through_the_gate(stream: &[u8], sizes: &[u8], checked: &Outcome) {
-    // The checker alone refused a request only if none before it waits for
-    // an answer (an upgrade's): then the gate waits for the answers to
-    // those before the refused one. Else a wait is an upgrade's, for the
-    // origin's answer, which never comes here.
-    if stream.len() > WHOLE {
-        // Fed "whole", a longer stream still comes in reads of the gate's
-        // size, with checked bytes handed on in between: not comparable.
-        return;
+#[derive(Debug, PartialEq)]
+enum Ended {
+    /// The stream ended (in a message, or between two).
+    Input,
+    /// What follows is not HTTP's (an upgrade waits for its answer, a
+    /// switch, a body to the end of the connection).
+    Rest,
+    /// Refused: the refused message's start, and why.
+    Refused { message: u64, text: String },
+}
+
+/// Reads `stream` through a decoder made by `decoder`, in reads of `sizes`
+/// (the rest at once), as the edge's HTTP/1 session and its origin reader
+/// do: bytes before where the decoder says it looks next are dropped, a
+/// head is taken once whole, data as the decoder frames it.
+fn decode(decoder: Checker, stream: &[u8], sizes: &[u8]) -> Decoding {
+    let mut decoder = decoder;
+    let (mut buf, mut base, mut from, mut read) = (Vec::new(), 0u64, 0u64, 0usize);
+    let mut cuts = sizes.iter().map(|&s| usize::from(s).max(1));
+    let mut messages: Vec<(u64, usize, Vec<u8>)> = Vec::new();
+    // A stream needs no more steps than it has bytes, twice, and a few.
+    let steps = 2 * stream.len() + 8;
+    for step in 0..=steps {
+        assert!(step < steps, "the decoder was still going after {steps} steps");
+        let at = |offset: u64, base: u64| (offset - base) as usize;
+        match decoder.decode(&buf, base, from) {
+            Decoded::More { from: next } => {
+                assert!(next >= base && next <= base + buf.len() as u64, "{next}");
+                buf.drain(..at(next, base));
+                (base, from) = (next, next);
+                if read == stream.len() {
+                    return Decoding {
+                        messages,
+                        ended: Ended::Input,
+                    };
+                }
+                let n = cuts.next().unwrap_or(stream.len()).min(stream.len() - read);
+                buf.extend_from_slice(&stream[read..read + n]);
+                read += n;
+            }
+            Decoded::Head(head) => {
+                assert_eq!(head.start, from, "a head starts where the last message ended");
+                let end = head.start + head.len as u64;
+                assert!(end <= base + buf.len() as u64);
+                messages.push((head.start, head.len, Vec::new()));
+                buf.drain(..at(end, base));
+                (base, from) = (end, end);
+            }
+            Decoded::Data { start, end, .. } => {
+                assert!(start >= from && start < end && end <= base + buf.len() as u64);
+                let data = &buf[at(start, base)..at(end, base)];
+                let last = messages.last_mut().expect("data after a head");
+                last.2.extend_from_slice(data);
+                buf.drain(..at(end, base));
+                (base, from) = (end, end);
+            }
+            Decoded::End { at: end } => {
+                let _ = decoder.take_trailers();
+                buf.drain(..at(end, base));
+                (base, from) = (end, end);
+            }
+            Decoded::Rest { .. } => {
+                return Decoding {
+                    messages,
+                    ended: Ended::Rest,
+                };
+            }
+            Decoded::Refused(refusal) => {
+                return Decoding {
+                    messages,
+                    ended: Ended::Refused {
+                        message: decoder.message_start(),
+                        text: refusal.message,
+                    },
+                };
+            }
+        }
     }
-    let answer_waits = matches!(checked, Outcome::Refused { .. });
-    let whole = drive(stream, &[], answer_waits);
-    let pieces = drive(stream, sizes, answer_waits);
-    for gated in [&whole, &pieces] {
-        assert!(stream.starts_with(&gated.handed_on), "{gated:?}");
-    }
+    unreachable!()
+}
+
+/// The decoder (as the session and the origin reader use it) against the
+/// checker (`checked`, the same stream checked whole): read in pieces or
+/// whole, it reads the same messages, and ends as the checker does.
+fn through_the_decoder(
+    decoder: impl Fn() -> Checker,
+    requests: bool,
+    stream: &[u8],
+    sizes: &[u8],
+    checked: &Outcome,
+) {
+    let whole = decode(decoder(), stream, &[]);
+    let pieces = decode(decoder(), stream, sizes);
+    assert_eq!(whole, pieces, "whole vs pieces {sizes:?}");
     match checked {
-        Outcome::Passed { to, .. } => {
-            // What passed is handed on; so is the rest (a head cut short by
-            // the end of the stream, which hyper then sees) unless an
-            // upgrade waits for its answer.
-            let passed = &stream[..*to as usize];
-            assert!(
-                whole.handed_on == passed || whole.handed_on == stream,
-                "{whole:?}"
-            );
-            assert!(
-                whole.failed.is_none() && whole.answered.is_empty(),
-                "{whole:?}"
-            );
-            assert_eq!(pieces.handed_on, whole.handed_on, "{sizes:?}: {pieces:?}");
-            assert!(
-                pieces.failed.is_none() && pieces.answered.is_empty(),
-                "{pieces:?}"
-            );
-        }
         Outcome::Refused { message, text, .. } => {
-            let before = &stream[..*message as usize];
-            assert_eq!(whole.handed_on, before, "{whole:?}");
-            assert!(whole.failed.is_none(), "{whole:?}");
-            let answer = String::from_utf8_lossy(&whole.answered);
-            assert!(answer.contains(text.as_str()), "{answer:?} lacks {text:?}");
-            assert!(
-                pieces.handed_on.starts_with(before),
-                "{sizes:?}: {pieces:?}"
+            assert_eq!(
+                whole.ended,
+                Ended::Refused {
+                    message: *message,
+                    text: text.clone()
+                },
+                "{whole:?}"
             );
-            if pieces.handed_on.len() > before.len() {
-                // Part of the refused request was handed on before its bad
-                // part came: the read fails, so hyper never completes it.
-                assert_eq!(pieces.failed.as_deref(), Some(text.as_str()), "{pieces:?}");
-                assert!(pieces.handed_on.len() < stream.len(), "{pieces:?}");
-            } else {
-                assert!(pieces.failed.is_none(), "{sizes:?}: {pieces:?}");
-                assert_eq!(pieces.answered, whole.answered, "{sizes:?}");
+        }
+        Outcome::Passed { heads, .. } => {
+            assert!(!matches!(whole.ended, Ended::Refused { .. }), "{whole:?}");
+            if requests {
+                // Every request head the checker passed, decoded.
+                assert_eq!(whole.messages.len() as u64, *heads, "{whole:?}");
             }
         }
     }
 }
-
-/// The visitor's side: `stream`, in reads of `sizes` (then as much as
-/// asked), then its end. What the gate writes is kept.
-struct Visitor<'a> {
-    stream: &'a [u8],
-    at: usize,
-    sizes: std::slice::Iter<'a, u8>,
-    written: Vec<u8>,
-}
-
-impl AsyncRead for Visitor<'_> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let left = self.stream.len() - self.at;
-        let size = self.sizes.next().map_or(left, |&s| usize::from(s).max(1));
-        let n = size.min(left).min(buf.remaining());
-        buf.put_slice(&self.stream[self.at..self.at + n]);
-        self.at += n;
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl AsyncWrite for Visitor<'_> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        self.written.extend_from_slice(buf);
-        Poll::Ready(Ok(buf.len()))
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
-    }
-}
-
-/// Reads the gate as hyper does, until its end, a failure, or a wait it
-/// is not to answer; when `answer_waits`, a wait gets a final answer
-/// (hyper answers every request it got). Then closes it.
-fn drive(stream: &[u8], sizes: &[u8], answer_waits: bool) -> Gated {
-    let visitor = Visitor {
-        stream,
-        at: 0,
-        sizes: sizes.iter(),
-        written: Vec::new(),
-    };
-    let mut gate = FramingGate::new(visitor, LIMITS);
-    let mut cx = Context::from_waker(Waker::noop());
-    let (mut handed_on, mut failed) = (Vec::new(), None);
-    let mut room = [0u8; 2048];
-    // Each turn reads or answers; a stream can need no more turns than it
-    // has bytes, plus one answer a byte (a request is at least a few).
-    let turns = 2 * stream.len() + 8;
-    for turn in 0..=turns {
-        // A gate that neither ends nor fails in that many turns is stuck.
-        assert!(turn < turns, "the gate was still going after {turns} turns");
-        let mut buf = ReadBuf::new(&mut room);
-        match Pin::new(&mut gate).poll_read(&mut cx, &mut buf) {
-            Poll::Ready(Ok(())) if buf.filled().is_empty() => break,
-            Poll::Ready(Ok(())) => handed_on.extend_from_slice(buf.filled()),
-            Poll::Ready(Err(err)) => {
-                failed = Some(err.to_string());
-                break;
-            }
-            Poll::Pending if !answer_waits => break,
-            Poll::Pending => {
-                let wrote = Pin::new(&mut gate).poll_write(&mut cx, ANSWER);
-                assert!(matches!(wrote, Poll::Ready(Ok(n)) if n == ANSWER.len()));
-            }
-        }
-    }
-    let closed = Pin::new(&mut gate).poll_shutdown(&mut cx);
-    assert!(matches!(closed, Poll::Ready(Ok(()))), "{closed:?}");
-    let visitor = gate.into_parts().0;
-    Gated {
-        handed_on,
-        failed,
-        answered: strip_answers(&visitor.written),
-    }
-}
-
-/// What the gate wrote of its own: the visitor's writes without the
-/// answers `drive` wrote for hyper.
-fn strip_answers(written: &[u8]) -> Vec<u8> {
-    let mut rest = written;
-    while let Some(after) = rest.strip_prefix(ANSWER) {
-        rest = after;
-    }
-    rest.to_vec()
-}
-
-/// The most the gate reads at once: a stream up to this long, offered
-/// whole, is checked in one read.
-const WHOLE: usize = calvin_edge::h1_framing::READ_SIZE;
-
-/// The answer `drive` writes for hyper.
-const ANSWER: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
 
 /// Feeds `stream` to `checker` in pieces of `sizes` (the rest at once), as
 /// the gate does: the bytes passed are released, a partial head is kept

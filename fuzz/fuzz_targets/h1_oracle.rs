@@ -1,7 +1,7 @@
 //! The edge's reading of an HTTP/1 request, differentially: the same bytes
-//! through the framing checker (`calvin_edge::h1_framing::Checker`, what
-//! the edge's HTTP/1 session reads every request with) and through hyper's
-//! HTTP/1 server as the oracle. Both must come to the same verdict on the
+//! through the edge's HTTP/1 session (`calvin_edge::front::h1`: the framing
+//! checker decoding them, and the request made of each head) and through
+//! hyper's HTTP/1 server as the oracle. Both must come to the same verdict on the
 //! first request (whole, refused, or cut short by the end of the stream);
 //! where they differ, the difference must be one of [`DELIBERATE`], the
 //! written list of the checker's deliberate departures from hyper (it is
@@ -20,7 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use calvin_edge::h1_framing::{Checked, Checker, HeadLimits};
+use calvin_edge::front::h1::{FirstRequest, first_request};
+use calvin_edge::h1_framing::HeadLimits;
 use http_body_util::BodyExt;
 use libfuzzer_sys::fuzz_target;
 
@@ -207,49 +208,21 @@ fuzz_target!(|data: &[u8]| {
     }
 });
 
-/// The checker's verdict on the first request of `stream`, with the
-/// session's own check of its target (a URI, as it builds the request).
+/// The session's verdict on the first request of `stream`
+/// (`calvin_edge::front::h1::first_request`: the checker's decoding, and
+/// the request made of its head).
 fn checker_verdict(data: &[u8], stream: &[u8]) -> Verdict {
-    // Whether the first request ends where `data` does.
-    let mut alone = Checker::new(LIMITS);
-    // (Empty lines after it are skipped before the next, by both.)
-    let ends_at_end = matches!(alone.check(data, 0, 0), Checked::ReadyTo(_))
-        && alone.heads() == 1
-        && data
-            .get(alone.message_start() as usize..)
-            .is_some_and(empty_lines);
-    let mut checker = Checker::new(LIMITS);
-    let outcome = checker.check(stream, 0, 0);
-    let first = checker.first_head();
-    let target_ok = || {
-        let Some(first) = first else { return true };
-        let head = &stream[..first.head_end as usize];
-        let mut headers = [httparse::EMPTY_HEADER; 128];
-        let mut request = httparse::Request::new(&mut headers);
-        match request.parse(head) {
-            Ok(httparse::Status::Complete(_)) => {
-                request.path.is_some_and(|p| p.parse::<http::Uri>().is_ok())
-            }
-            _ => true,
-        }
+    // Whether the first request ends where `data` does (empty lines after
+    // it are skipped before the next, by both).
+    let ends_at_end = match first_request(data, LIMITS) {
+        FirstRequest::Whole(end) => data.get(end as usize..).is_some_and(empty_lines),
+        _ => false,
     };
-    if !target_ok() {
-        return Verdict::Refused;
-    }
-    let whole = Verdict::Whole {
-        next_seen: ends_at_end,
-    };
-    match outcome {
-        Checked::Refused { message: 0, .. } => Verdict::Refused,
-        Checked::Refused { .. } => whole,
-        Checked::ReadyTo(_) => match checker.heads() {
-            0 => Verdict::CutShort,
-            // The one request ended: an upgrade's (nothing more is read
-            // until its answer), or one the input ran into the request
-            // after it, ending with the stream.
-            1 if checker.message_start() > 0 => whole,
-            1 => Verdict::CutShort,
-            _ => whole,
+    match first_request(stream, LIMITS) {
+        FirstRequest::Refused => Verdict::Refused,
+        FirstRequest::CutShort => Verdict::CutShort,
+        FirstRequest::Whole(_) => Verdict::Whole {
+            next_seen: ends_at_end,
         },
     }
 }

@@ -10,6 +10,7 @@
 //! request is whole moves to the runtime serving requests, where hyper's
 //! header timer covers the requests after it.
 
+pub mod h1;
 mod h2_flood;
 pub(crate) mod http3;
 pub(crate) mod quic;
@@ -24,10 +25,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use http::Request;
-use http::header::{self, HeaderValue};
-use hyper::body::Incoming;
-use hyper::server::conn::{http1, http2};
+use hyper::server::conn::http2;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
@@ -36,17 +34,14 @@ use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, warn};
 
-use crate::counts::{Counts, HandshakeFailure};
-use crate::error_page::{EdgeError, accepts_html};
+use crate::counts::HandshakeFailure;
+use crate::front::h1::Reading;
 use crate::front::h2_flood::FloodGuard;
 use crate::front::http3::Http3;
-use crate::h1_framing::{FramingGate, HeadLimits};
-use crate::proxy::read_ahead;
+use crate::h1_framing::HeadLimits;
 use crate::proxy::{DrainGuard, Proxy, Scheme, Visitor};
 use crate::request_body::VisitorBody;
 use crate::rewind::Rewind;
-
-use crate::h1_framing::HYPER_MAX_HEADERS;
 
 /// How long a visitor has to finish the TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -69,7 +64,6 @@ fn header_timeout(configured: Duration) -> Duration {
 
 pub(crate) struct HttpServer {
     proxy: Arc<Proxy>,
-    h1: http1::Builder,
     h2: http2::Builder<TokioExecutor>,
     header_read_timeout: Duration,
     head_limits: HeadLimits,
@@ -91,25 +85,16 @@ impl HttpServer {
         )
     }
 
-    /// `max_head_bytes` bounds a request head (431 past it, from hyper on
-    /// HTTP/1.1 and h2 on HTTP/2); `max_headers` its header count on
-    /// HTTP/1.1 (431 from hyper; the proxy counts HTTP/2's).
+    /// `max_head_bytes` bounds a request head (431 past it, from the
+    /// checker on HTTP/1.1 and h2 on HTTP/2); `max_headers` its header
+    /// count on HTTP/1.1 (431 from the checker; the proxy counts
+    /// HTTP/2's).
     pub fn new(
         proxy: Arc<Proxy>,
         header_read_timeout: Duration,
         max_head_bytes: usize,
         max_headers: usize,
     ) -> Self {
-        let mut h1 = http1::Builder::new();
-        h1.timer(TokioTimer::new())
-            .header_read_timeout(header_read_timeout)
-            .max_buf_size(max_head_bytes);
-        // hyper's own limit is its default; set to anything, even the same
-        // number, hyper fills a vector of that many header slots for every
-        // request head (perf: 2 of the edge's 3 largest copies per request).
-        if max_headers != HYPER_MAX_HEADERS {
-            h1.max_headers(max_headers);
-        }
         let mut h2 = http2::Builder::new(TokioExecutor::new());
         h2.timer(TokioTimer::new())
             .max_header_list_size(u32::try_from(max_head_bytes).unwrap_or(u32::MAX))
@@ -117,7 +102,6 @@ impl HttpServer {
             .keep_alive_timeout(H2_KEEP_ALIVE);
         Self {
             proxy,
-            h1,
             h2,
             header_read_timeout,
             head_limits: HeadLimits {
@@ -289,7 +273,7 @@ impl HttpServer {
 
     /// On the front: the connection's opening, within `limit`: HTTP/2's
     /// preface (`h2`: the only thing it may send), else the first request
-    /// head, through the framing gate that serves the connection's requests
+    /// head, decoded by the checker that reads the connection's requests
     /// after it, and what of its body the proxy would read ahead. A
     /// connection that failed, timed out (reset), was refused (answered
     /// here) or that the edge stopped for: `Err`.
@@ -321,11 +305,10 @@ impl HttpServer {
         if h2 || preface {
             return Ok(Opened::Http2(Rewind::new(opening, stream)));
         }
-        let mut gate = FramingGate::with_opening(stream, self.head_limits, &opening);
-        gate.count_in(self.proxy.counts().clone());
+        let mut reading = Reading::with_opening(stream, self.head_limits, &opening);
         let head = async {
-            while !gate.first_head_done() {
-                gate.read_more().await?;
+            while !reading.first_head_done() {
+                reading.read_more().await?;
             }
             Ok::<_, std::io::Error>(())
         };
@@ -333,23 +316,24 @@ impl HttpServer {
         match start_step(what, peer, left, &mut start.stop, head).await {
             Ok(()) => {}
             Err(Unstarted::TimedOut) => {
-                gate.get_mut().socket().reset();
+                reading.get_mut().socket().reset();
                 return Err(());
             }
             Err(Unstarted::Failed | Unstarted::Over) => return Err(()),
         }
         let rules = self.proxy.body_rules();
         let body = tokio::select! {
-            body = read_ahead::on_front(&mut gate, &rules) => body,
+            body = reading.read_ahead(&rules) => body,
             _ = start.stop.wait_for(|s| *s) => return Err(()),
         };
         let refusal = match body {
-            Ok(()) => return Ok(Opened::Http1(Box::new(gate))),
+            Ok(()) => return Ok(Opened::Http1(Box::new(reading))),
             Err(None) => return Err(()),
             Err(Some(refusal)) => refusal,
         };
         debug!(%peer, "{}", refusal.message());
-        refuse(gate, &refusal, self.proxy.counts()).await;
+        let answered = h1::refuse_first(reading, &refusal, self.proxy.counts());
+        let _ = tokio::time::timeout(REFUSAL_TIMEOUT, answered).await;
         Err(())
     }
 
@@ -361,6 +345,13 @@ impl HttpServer {
         stop: watch::Receiver<bool>,
         drain: DrainGuard,
     ) {
+        let stream = match opened {
+            Opened::Http1(reading) => {
+                let proxy = &self.proxy;
+                return h1::serve(*reading, proxy, visitor, drain, header_timeout, stop).await;
+            }
+            Opened::Http2(stream) => stream,
+        };
         let proxy = self.proxy.clone();
         let peer = visitor.peer;
         // Each request's future is boxed: hyper moves the future it is
@@ -373,22 +364,9 @@ impl HttpServer {
                 Ok::<_, Infallible>(proxy.handle(req, &visitor, &drain).await)
             })
         });
-        let ended = match opened {
-            Opened::Http2(stream) => {
-                let io = TokioIo::new(FloodGuard::new(stream));
-                let conn = self.h2.serve_connection(io, service);
-                until_stopped(conn, stop, |c| c.graceful_shutdown()).await
-            }
-            Opened::Http1(gate) => {
-                let mut h1 = self.h1.clone();
-                h1.header_read_timeout(header_timeout);
-                let conn = h1
-                    .serve_connection(TokioIo::new(gate), service)
-                    .with_upgrades();
-                until_stopped(conn, stop, |c| c.graceful_shutdown()).await
-            }
-        };
-        if let Err(err) = ended {
+        let io = TokioIo::new(FloodGuard::new(stream));
+        let conn = self.h2.serve_connection(io, service);
+        if let Err(err) = until_stopped(conn, stop, |c| c.graceful_shutdown()).await {
             debug!(%peer, %err, "visitor connection ended");
         }
     }
@@ -396,9 +374,9 @@ impl HttpServer {
 
 /// A connection whose opening the front has read, on its way to be served.
 enum Opened<S> {
-    /// HTTP/1: the gate, holding the first request (and what of its body
-    /// was read ahead).
-    Http1(Box<FramingGate<S>>),
+    /// HTTP/1: its reading, holding the first request (and what of its
+    /// body was read ahead).
+    Http1(Box<Reading<S>>),
     /// HTTP/2: the preface, put back in front.
     Http2(Rewind<S>),
 }
@@ -406,14 +384,14 @@ enum Opened<S> {
 impl<S: OnSocket> Opened<S> {
     fn socket(&mut self) -> &mut Movable {
         match self {
-            Opened::Http1(gate) => gate.get_mut().socket(),
+            Opened::Http1(reading) => reading.get_mut().socket(),
             Opened::Http2(stream) => stream.get_mut().socket(),
         }
     }
 }
 
 /// A visitor's stream over a [`Movable`] socket: plain, or under TLS.
-trait OnSocket: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+trait OnSocket: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static {
     fn socket(&mut self) -> &mut Movable;
 }
 
@@ -498,31 +476,6 @@ impl AsyncWrite for Movable {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         self.pinned()?.poll_shutdown(cx)
     }
-}
-
-/// Answers the request on `stream` with `refusal` and closes it, on the
-/// front; its body is not read.
-async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(
-    stream: S,
-    refusal: &EdgeError,
-    counts: &Counts,
-) {
-    let service = service_fn(|req: Request<Incoming>| {
-        let arrived = std::time::Instant::now();
-        let id = crate::proxy::access_log::identify(&req);
-        let mut response = refusal.response(accepts_html(req.headers()), id.as_str());
-        counts.refused(refusal);
-        counts.answered(req.version(), response.status(), arrived);
-        response
-            .headers_mut()
-            .insert(header::CONNECTION, HeaderValue::from_static("close"));
-        std::future::ready(Ok::<_, Infallible>(response))
-    });
-    let conn = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .keep_alive(false)
-        .serve_connection(TokioIo::new(stream), service);
-    let _ = tokio::time::timeout(REFUSAL_TIMEOUT, conn).await;
 }
 
 /// How long the front spends answering a request it refuses.

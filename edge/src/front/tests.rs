@@ -7,6 +7,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::*;
+use crate::counts::Counts;
+use crate::error_page::EdgeError;
 
 /// `read_opening` over a stream that brings `pieces` one read at a time,
 /// then ends (`close`) or stays open.
@@ -73,9 +75,19 @@ async fn a_refused_request_is_answered_counted_and_closed() {
     let (mut visitor, edge) = tokio::io::duplex(8192);
     let counts = Counts::default();
     counts.start();
+    let limits = crate::h1_framing::HeadLimits {
+        max_head_bytes: 8192,
+        max_headers: 100,
+    };
     let answer = tokio::spawn({
         let counts = counts.clone();
-        async move { refuse(edge, &EdgeError::UriTooLong(8192), &counts).await }
+        async move {
+            let mut reading = h1::Reading::with_opening(edge, limits, b"");
+            while !reading.first_head_done() {
+                reading.read_more().await.expect("read");
+            }
+            h1::refuse_first(reading, &EdgeError::UriTooLong(8192), &counts).await
+        }
     });
     visitor
         .write_all(b"GET /long HTTP/1.1\r\nHost: a\r\nX-Request-Id: seen-1\r\n\r\n")

@@ -1,11 +1,11 @@
 //! The HTTP/1 framing checker, without I/O: it reads a connection's bytes
 //! by absolute offset and says how far they may go on, or which request
-//! (or response) is refused and why. The visitors' front reads a
-//! connection's first request through it, and the [`super::FramingGate`]
-//! every request after. An origin's responses are read through one as a
-//! decoder ([`Checker::decode`], used by [`crate::upstream::origin`]): the
-//! same checks, and where each head, data range and end lies. See the
-//! module documentation of [`super`] for what it refuses.
+//! (or response) is refused and why ([`Checker::check`]); as a decoder
+//! ([`Checker::decode`]) it also says where each head, data range and end
+//! lies, and keeps each head's parse. The edge's HTTP/1 session
+//! ([`crate::front::h1`]) reads visitors' requests through one, its origin
+//! reader ([`crate::upstream::origin`]) origins' responses. See the module
+//! documentation of [`super`] for what it refuses.
 //!
 //! Each head is parsed once, with httparse (the parser hyper uses), into
 //! header slots that are not zeroed first: on the stack up to
@@ -166,6 +166,14 @@ impl Checker {
         Self {
             decoding: true,
             ..Self::for_responses(limits, expect)
+        }
+    }
+
+    /// A decoder of a visitor's requests (see [`Checker::decode`]).
+    pub fn request_decoder(limits: HeadLimits) -> Self {
+        Self {
+            decoding: true,
+            ..Self::new(limits)
         }
     }
 
@@ -452,6 +460,18 @@ impl Checker {
         probe.check(bytes, base, from)
     }
 
+    /// Whether HTTP ended on the connection (a switch of protocols, or a
+    /// refusal).
+    pub fn aside(&self) -> bool {
+        self.state == State::Aside
+    }
+
+    /// Whether no message is being read: the last one ended (or, after an
+    /// upgrade request, waits for its answer).
+    pub fn between_messages(&self) -> bool {
+        matches!(self.state, State::Head | State::AwaitingAnswer)
+    }
+
     /// Data bytes left of the body (or chunk) being read, when the next
     /// bytes are data.
     pub fn data_left(&self) -> Option<u64> {
@@ -600,6 +620,9 @@ impl Checker {
                 status,
                 http10,
                 reason: response.reason.map_or((0, 0), |r| span(r.as_bytes())),
+                method: (0, 0),
+                target: (0, 0),
+                upgrade: false,
                 fields: response
                     .headers
                     .iter()
@@ -672,6 +695,30 @@ impl Checker {
         } else {
             Then::Head
         };
+        if self.decoding {
+            let at = |part: &[u8]| part.as_ptr() as usize - bytes.as_ptr() as usize;
+            let span = |part: &[u8]| (at(part), at(part) + part.len());
+            self.parsed = Some(ParsedHead {
+                start: 0,
+                status: 0,
+                http10,
+                reason: (0, 0),
+                method: request.method.map_or((0, 0), |m| span(m.as_bytes())),
+                target: request.path.map_or((0, 0), |p| span(p.as_bytes())),
+                upgrade,
+                fields: request
+                    .headers
+                    .iter()
+                    .map(|h| (span(h.name.as_bytes()), span(h.value)))
+                    .collect(),
+                framing: match body {
+                    BodyFraming::None | BodyFraming::Empty => Framing::Empty,
+                    BodyFraming::Length(n) => Framing::Length(n),
+                    BodyFraming::Chunked => Framing::Chunked,
+                },
+                len,
+            });
+        }
         self.heads += 1;
         Ok(Some(len))
     }
@@ -687,9 +734,9 @@ impl Checker {
         }
     }
 
-    /// hyper wrote the start of an answer: after an upgrade request, a 101
+    /// The start of an answer was written: after an upgrade request, a 101
     /// ends HTTP and anything else but an interim answer keeps it.
-    pub(crate) fn answer_written(&mut self, start: &[u8]) {
+    pub fn answer_written(&mut self, start: &[u8]) {
         if self.state != State::AwaitingAnswer || start.len() < 12 {
             return;
         }
@@ -699,16 +746,6 @@ impl Checker {
             self.state = State::Head;
         }
     }
-}
-
-/// Whether a write starts a final (not 1xx) response head. (hyper writes
-/// a head at the start of a write; a body that happens to start the same
-/// way can only end a refused connection's wait early.)
-pub(crate) fn is_final_answer(start: &[u8]) -> bool {
-    start.len() >= 12
-        && (start.starts_with(b"HTTP/1.1 ") || start.starts_with(b"HTTP/1.0 "))
-        && start[9].is_ascii_digit()
-        && start[9] != b'1'
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -769,8 +806,15 @@ pub struct ParsedHead {
     pub status: u16,
     /// It said HTTP/1.0.
     pub http10: bool,
-    /// The reason phrase.
+    /// The reason phrase (a response's).
     pub reason: (usize, usize),
+    /// The method and the target (a request's).
+    pub method: (usize, usize),
+    pub target: (usize, usize),
+    /// The request asks for an upgrade, or is a CONNECT: nothing after it
+    /// is read until its answer is written (see
+    /// [`Checker::answer_written`]).
+    pub upgrade: bool,
     /// Each field's name and value.
     pub fields: Vec<((usize, usize), (usize, usize))>,
     pub framing: Framing,

@@ -21,7 +21,6 @@ use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode, Uri, Version};
 use http_body_util::{Either, Full};
 use hyper::body::Body as _;
-use hyper_util::rt::TokioIo;
 use tracing::{Instrument, debug};
 
 use self::access_log::{AccessRecord, Counted, Finish, RequestId};
@@ -53,6 +52,43 @@ pub type Answer = Either<ResponseBody, Full<Bytes>>;
 /// Held by everything a shutdown must wait for (connections, upgraded
 /// streams); the edge drains until every clone is dropped.
 pub type DrainGuard = tokio::sync::mpsc::Sender<()>;
+
+/// A visitor's connection as an upgrade takes it over.
+pub trait VisitorIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> VisitorIo for T {}
+
+/// A visitor's connection once the origin's 101 was written to it: the
+/// connection, and what the visitor sent after its request, which the
+/// origin gets first.
+pub struct Upgraded {
+    io: Box<dyn VisitorIo>,
+    early: Bytes,
+}
+
+impl Upgraded {
+    pub(crate) fn new(io: Box<dyn VisitorIo>, early: Bytes) -> Self {
+        Self { io, early }
+    }
+}
+
+/// In a request asking for an upgrade (an extension the HTTP/1 session
+/// sets): the visitor's connection, once the answer switched protocols.
+/// (Shared, as extensions are cloneable: the first to wait takes it.)
+#[derive(Clone)]
+pub struct OnUpgrade(Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Receiver<Upgraded>>>>);
+
+impl OnUpgrade {
+    pub(crate) fn new(rx: tokio::sync::oneshot::Receiver<Upgraded>) -> Self {
+        Self(Arc::new(std::sync::Mutex::new(Some(rx))))
+    }
+
+    /// The connection, once switched; `None` if the answer did not switch.
+    async fn wait(self) -> Option<Upgraded> {
+        let rx = self.0.lock().unwrap_or_else(|e| e.into_inner()).take()?;
+        rx.await.ok()
+    }
+}
 
 /// Who a request comes from: the visitor's address and the scheme it used.
 #[derive(Debug, Clone, Copy)]
@@ -438,7 +474,10 @@ impl Proxy {
         }
 
         let upgrade = requested_upgrade(&req);
-        let visitor_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut req));
+        let visitor_upgrade = match upgrade {
+            Some(_) => req.extensions_mut().remove::<OnUpgrade>(),
+            None => None,
+        };
         rewrite_request(
             &mut req,
             &host,
@@ -649,7 +688,7 @@ enum Routed {
 /// A visitor's request asking to switch protocols, as the proxy keeps it
 /// until the origin answers.
 struct Upgrade {
-    visitor: hyper::upgrade::OnUpgrade,
+    visitor: OnUpgrade,
     /// The account's bandwidth bucket, for the spliced bytes.
     bandwidth: Option<Arc<Bandwidth>>,
     drain: DrainGuard,
@@ -730,18 +769,27 @@ async fn splice_upgraded(origin: (TunnelStream, Bytes), upgrade: Upgrade) {
     } = upgrade;
     let (tunnel, early) = origin;
     let mut tunnel = ThrottledIo::new(tunnel, bandwidth);
-    let visitor = match visitor.await {
-        Ok(visitor) => visitor,
-        Err(err) => {
-            debug!(%err, "upgrade did not complete");
+    let Some(Upgraded {
+        io,
+        early: from_visitor,
+    }) = visitor.wait().await
+    else {
+        debug!("the upgrade did not complete");
+        tunnel.get_mut().abort();
+        return;
+    };
+    let mut visitor = CountedIo { inner: io, counts };
+    // What the visitor sent after its request is the new protocol's.
+    if !from_visitor.is_empty() {
+        visitor.counts.moved(from_visitor.len() as u64, 0);
+        if tokio::io::AsyncWriteExt::write_all(&mut tunnel, &from_visitor)
+            .await
+            .is_err()
+        {
             tunnel.get_mut().abort();
             return;
         }
-    };
-    let mut visitor = CountedIo {
-        inner: TokioIo::new(visitor),
-        counts,
-    };
+    }
     tunnel.charge_read(early.len());
     if !early.is_empty()
         && tokio::io::AsyncWriteExt::write_all(&mut visitor, &early)

@@ -15,19 +15,16 @@
 //! upgrades.
 //!
 //! It runs in two places. A connection's first HTTP/1 request is read on
-//! the listener's front thread ([`on_front`], through the framing gate,
-//! on raw bytes), so a slow POST costs the runtime serving requests
-//! nothing; every request's body is read ahead again by the proxy
-//! ([`in_proxy`], on hyper's body), which for a first request finds it
-//! already there.
+//! the listener's front thread (`front::h1::Reading::read_ahead`, on raw
+//! bytes), so a slow POST costs the runtime serving requests nothing;
+//! every request's body is read ahead again by the proxy ([`in_proxy`], on
+//! the request's body), which for a first request finds it already
+//! there.
 
-use std::time::{Duration, Instant};
-
-use tokio::io::AsyncRead;
+use std::time::Duration;
 
 use crate::error_page::EdgeError;
-use crate::h1_framing::FramingGate;
-use crate::request_body::{BodyOutcome, BodyWatch, MinRate, RateWindows, RequestBody};
+use crate::request_body::{BodyOutcome, BodyWatch, MinRate, RequestBody};
 
 /// Bytes of a body of declared length read ahead at most.
 pub const READ_AHEAD: u64 = 64 << 10;
@@ -63,43 +60,6 @@ impl BodyRules {
     }
 }
 
-/// On the front, after a connection's first head (which the gate holds):
-/// reads what [`BodyRules::ahead`] says of its body into the gate, under
-/// the least rate; what to answer instead if it was too slow or stalled,
-/// `Err(None)` if the connection failed. A body cut short is left for the
-/// proxy to answer as broken.
-pub(crate) async fn on_front<S: AsyncRead + Unpin>(
-    gate: &mut FramingGate<S>,
-    rules: &BodyRules,
-) -> Result<(), Option<EdgeError>> {
-    let Some(first) = gate.first_head() else {
-        return Ok(());
-    };
-    let Some(ahead) = rules.ahead(first.length, first.expects, first.upgrade) else {
-        return Ok(());
-    };
-    let end = first.head_end + ahead;
-    let mut windows = RateWindows::new(rules.min_rate, gate.read_end());
-    let mut moved = Instant::now();
-    while gate.read_end() < end {
-        let stalls = moved + rules.stall;
-        let wake = windows.end().map_or(stalls, |end| end.min(stalls));
-        match tokio::time::timeout_at(wake.into(), gate.read_more()).await {
-            Ok(Ok(0)) => return Ok(()),
-            Ok(Ok(_)) => moved = Instant::now(),
-            Ok(Err(_)) => return Err(None),
-            Err(_) if moved.elapsed() >= rules.stall => {
-                return Err(Some(EdgeError::BodyStalled(rules.stall.as_secs())));
-            }
-            Err(_) => {}
-        }
-        if windows.over() && windows.judge(gate.read_end(), false) {
-            return Err(Some(rules.too_slow()));
-        }
-    }
-    Ok(())
-}
-
 /// In the proxy: reads what [`BodyRules::ahead`] says of `body` under the
 /// least rate; what to answer instead when it fails, stalls or is too slow.
 pub(crate) async fn in_proxy(
@@ -127,13 +87,6 @@ pub(crate) async fn in_proxy(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::h1_framing::HeadLimits;
-    use tokio::io::{AsyncWriteExt, DuplexStream};
-
-    const LIMITS: HeadLimits = HeadLimits {
-        max_head_bytes: 8192,
-        max_headers: 100,
-    };
 
     fn rules(min_rate: Option<MinRate>, stall_ms: u64) -> BodyRules {
         BodyRules {
@@ -141,132 +94,6 @@ mod tests {
             stall: Duration::from_millis(stall_ms),
             cap: None,
         }
-    }
-
-    /// A gate over one end of a pipe that has read the first head `head`
-    /// and then `sent` of its body: the visitor's end, the gate, and the
-    /// head's length.
-    async fn front(head: &str, sent: &[u8]) -> (DuplexStream, FramingGate<DuplexStream>, u64) {
-        let (mut visitor, edge) = tokio::io::duplex(1 << 20);
-        visitor.write_all(head.as_bytes()).await.unwrap();
-        visitor.write_all(sent).await.unwrap();
-        let mut gate = FramingGate::new(edge, LIMITS);
-        while !gate.first_head_done() {
-            assert_ne!(gate.read_more().await.unwrap(), 0, "the head is whole");
-        }
-        (visitor, gate, head.len() as u64)
-    }
-
-    fn post(length: u64, extra: &str) -> String {
-        format!("POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n{extra}\r\n")
-    }
-
-    #[tokio::test]
-    async fn a_small_body_is_read_whole_before_the_proxy_gets_it() {
-        let (mut visitor, mut gate, head) = front(&post(5, ""), b"hel").await;
-        let late = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            visitor.write_all(b"lo").await.unwrap();
-            visitor
-        });
-        let started = Instant::now();
-        assert!(on_front(&mut gate, &rules(None, 5_000)).await.is_ok());
-        assert!(
-            started.elapsed() >= Duration::from_millis(40),
-            "it waited for the rest"
-        );
-        assert_eq!(gate.read_end(), head + 5);
-        drop(late.await.unwrap());
-    }
-
-    /// Bodies that need no more than what came with the head, or than the
-    /// mark: the front returns at once, though the rest never comes,
-    /// having read at least what the rule says and no more than was sent.
-    #[tokio::test]
-    async fn the_front_reads_no_further_than_the_rule() {
-        let large = vec![b'a'; READ_AHEAD as usize + 10];
-        for (case, head, sent, least) in [
-            (
-                "a 1 MB body, to the mark",
-                post(1_000_000, ""),
-                &large[..],
-                READ_AHEAD,
-            ),
-            (
-                "Expect: 100-continue, nothing",
-                post(5, "Expect: 100-continue\r\n"),
-                &[][..],
-                0,
-            ),
-        ] {
-            let (_visitor, mut gate, head) = front(&head, sent).await;
-            let done = tokio::time::timeout(
-                Duration::from_secs(5),
-                on_front(&mut gate, &rules(None, 5_000)),
-            )
-            .await
-            .expect(case);
-            assert!(done.is_ok(), "{case}");
-            let read = gate.read_end() - head;
-            assert!(
-                (least..=sent.len() as u64).contains(&read),
-                "{case}: read {read}"
-            );
-        }
-    }
-
-    #[tokio::test]
-    async fn a_body_that_stops_is_answered_as_stalled() {
-        let (_visitor, mut gate, _) = front(&post(5, ""), b"he").await;
-        let started = Instant::now();
-        let got = on_front(&mut gate, &rules(None, 200)).await;
-        assert!(
-            matches!(got, Err(Some(EdgeError::BodyStalled(_)))),
-            "{got:?}"
-        );
-        let took = started.elapsed();
-        assert!(
-            took >= Duration::from_millis(190) && took < Duration::from_secs(2),
-            "{took:?}"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_body_under_the_least_rate_is_answered_as_too_slow() {
-        // A byte every 50 ms, against at least 100 bytes per second.
-        let (mut visitor, mut gate, _) = front(&post(1000, ""), b"").await;
-        let trickle = tokio::spawn(async move {
-            for _ in 0..100 {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                if visitor.write_all(b"a").await.is_err() {
-                    break;
-                }
-            }
-        });
-        let slow = MinRate {
-            bytes: 100,
-            window: Duration::from_secs(1),
-        };
-        let started = Instant::now();
-        let got = on_front(&mut gate, &rules(Some(slow), 5_000)).await;
-        assert!(
-            matches!(got, Err(Some(EdgeError::BodyTooSlow(100, 1)))),
-            "{got:?}"
-        );
-        assert!(
-            started.elapsed() < Duration::from_secs(3),
-            "{:?}",
-            started.elapsed()
-        );
-        trickle.abort();
-    }
-
-    #[tokio::test]
-    async fn a_body_cut_short_is_left_for_the_proxy() {
-        let (visitor, mut gate, head) = front(&post(5, ""), b"he").await;
-        drop(visitor);
-        assert!(on_front(&mut gate, &rules(None, 5_000)).await.is_ok());
-        assert_eq!(gate.read_end(), head + 2);
     }
 
     #[test]

@@ -21,9 +21,13 @@ use crate::bandwidth::{Bandwidth, Throttled};
 mod h3;
 pub use h3::H3Body;
 
-/// A visitor's request body as its connection gives it: hyper's (HTTP/1.1
-/// and HTTP/2) or an HTTP/3 request stream's.
+/// A visitor's request body as its connection gives it: the HTTP/1
+/// session's, hyper's (HTTP/2) or an HTTP/3 request stream's.
 pub enum VisitorBody {
+    /// None (a request whose head says it has none).
+    Empty,
+    /// Read off an HTTP/1 connection (see [`crate::front::h1`]).
+    H1(http_body_util::combinators::BoxBody<Bytes, BodyError>),
     Hyper(Incoming),
     /// Boxed: an HTTP/1.1 or HTTP/2 request's body (and every future that
     /// holds one) stays hyper's size.
@@ -42,6 +46,8 @@ impl Body for VisitorBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
         match self.get_mut() {
+            VisitorBody::Empty => Poll::Ready(None),
+            VisitorBody::H1(body) => Pin::new(body).poll_frame(cx),
             VisitorBody::Hyper(body) => Pin::new(body)
                 .poll_frame(cx)
                 .map(|f| f.map(|r| r.map_err(BodyError::from))),
@@ -53,6 +59,8 @@ impl Body for VisitorBody {
 
     fn is_end_stream(&self) -> bool {
         match self {
+            VisitorBody::Empty => true,
+            VisitorBody::H1(body) => body.is_end_stream(),
             VisitorBody::Hyper(body) => body.is_end_stream(),
             VisitorBody::H3(body) => body.is_end_stream(),
             #[cfg(test)]
@@ -62,6 +70,8 @@ impl Body for VisitorBody {
 
     fn size_hint(&self) -> SizeHint {
         match self {
+            VisitorBody::Empty => SizeHint::with_exact(0),
+            VisitorBody::H1(body) => body.size_hint(),
             VisitorBody::Hyper(body) => body.size_hint(),
             VisitorBody::H3(body) => body.size_hint(),
             #[cfg(test)]
