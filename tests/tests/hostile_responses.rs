@@ -150,6 +150,48 @@ async fn a_body_cut_short_fails_for_the_visitor() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_origins_early_hints_reach_an_http11_visitor_before_its_answer() {
+    let answer = b"HTTP/1.1 100 Continue\r\n\r\n\
+        HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\
+        Connection: x-hop\r\nX-Hop: 1\r\n\r\n\
+        HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    let (edge, _agent, _origin, url) = preview_answering(answer).await;
+    let host = url
+        .trim_start_matches("https://")
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let asked = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    let out = exchange(edge.http, asked.as_bytes()).await;
+    // The origin's own 100 is not passed on: the edge answers Expect itself.
+    assert_eq!(out.statuses(), [103, 200], "{}", out.text);
+    let (hints, answer) = out
+        .text
+        .split_once("HTTP/1.1 200 OK\r\n")
+        .expect("the answer");
+    let hints = hints.to_ascii_lowercase();
+    assert!(hints.starts_with("http/1.1 103 early hints\r\n"), "{hints}");
+    assert!(
+        hints.contains("\r\nlink: </style.css>; rel=preload\r\n"),
+        "{hints}"
+    );
+    assert!(
+        !hints.contains("x-hop") && !hints.contains("connection"),
+        "{hints}"
+    );
+    assert!(answer.ends_with("\r\n\r\nok"), "{answer}");
+    // An HTTP/1.0 visitor takes no interim answer; neither does one over
+    // HTTP/2 (hyper's server sends none).
+    let old = format!("GET / HTTP/1.0\r\nHost: {host}\r\n\r\n");
+    let out = exchange(edge.http, old.as_bytes()).await;
+    assert!(out.text.starts_with("HTTP/1.0 200 OK\r\n"), "{}", out.text);
+    assert!(!out.text.contains(" 103 "), "{}", out.text);
+    let out = curl(&edge.ca(), &["--http2", &format!("{url}/")]).await;
+    assert_eq!((out.status, out.text()), (200, "ok".to_owned()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn location_points_where_the_origin_pointed_it() {
     for location in [
         "http://localhost:3000/next",

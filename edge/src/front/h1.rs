@@ -38,8 +38,10 @@ use crate::h1_framing::{
     Checked, Checker, Decoded, FirstHead, Framing, HeadLimits, ParsedHead, READ_SIZE, Refusal,
 };
 use crate::proxy::read_ahead::BodyRules;
+use crate::proxy::rewrite::strip_hop_by_hop;
 use crate::proxy::{DrainGuard, OnUpgrade, Proxy, Upgraded, Visitor};
 use crate::request_body::{BodyError, RateWindows, VisitorBody};
+use crate::upstream::origin::Interim;
 
 /// The most read at once into a body being read.
 const BODY_READ: usize = 64 << 10;
@@ -47,6 +49,8 @@ const BODY_READ: usize = 64 << 10;
 /// (an upload task being stopped) before the connection closes instead.
 const BODY_BACK: Duration = Duration::from_secs(1);
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+/// Interim answers held for a visitor at most (the rest are dropped).
+const INTERIM_HELD: usize = 8;
 
 /// A request head, decoded: the parse, and the bytes it points into.
 pub(crate) struct Head {
@@ -735,6 +739,7 @@ impl Exchange<'_> {
             parts.extensions.insert(OnUpgrade::new(rx));
             tx
         });
+        let mut interim = interim_for(&asked, &mut parts);
         drop(head);
         let handling =
             self.proxy
@@ -761,8 +766,13 @@ impl Exchange<'_> {
                         return None;
                     }
                 }
+                early = async { interim.as_mut()?.recv().await }, if interim.is_some() => match early {
+                    Some(early) => write_interim(writer.as_mut()?, &asked, early).await?,
+                    None => interim = None,
+                },
             }
         };
+        write_interims_left(writer.as_mut()?, &asked, interim).await?;
         let (keep, status) = self
             .answer(writer, &asked, response, switch, &mut home, &mut back)
             .await?;
@@ -799,6 +809,7 @@ impl Exchange<'_> {
             parts.extensions.insert(OnUpgrade::new(rx));
             tx
         });
+        let mut interim = interim_for(&asked, &mut parts);
         let mut home = Some(reading);
         let response = {
             let handling =
@@ -806,12 +817,25 @@ impl Exchange<'_> {
                     .handle(Request::from_parts(parts, body), self.visitor, self.drain);
             tokio::pin!(handling);
             let watching = home.as_mut()?;
-            tokio::select! {
-                biased;
-                response = &mut handling => response,
-                true = watching.left() => return None,
+            let mut watch = true;
+            loop {
+                tokio::select! {
+                    biased;
+                    response = &mut handling => break response,
+                    left = watching.left(), if watch => {
+                        if left {
+                            return None;
+                        }
+                        watch = false;
+                    }
+                    early = async { interim.as_mut()?.recv().await }, if interim.is_some() => match early {
+                        Some(early) => write_interim(writer.as_mut()?, &asked, early).await?,
+                        None => interim = None,
+                    },
+                }
             }
         };
+        write_interims_left(writer.as_mut()?, &asked, interim).await?;
         let (keep, status) = self
             .answer(writer, &asked, response, switch, &mut home, &mut None)
             .await?;
@@ -864,6 +888,51 @@ impl Exchange<'_> {
         let keep = write_answer(writer.as_mut()?, asked, response).await.ok()?;
         Some((keep, status))
     }
+}
+
+/// For an HTTP/1.1 visitor: a way for the origin's interim answers (103
+/// Early Hints) to reach it before the final one.
+fn interim_for(
+    asked: &Asked,
+    parts: &mut http::request::Parts,
+) -> Option<tokio::sync::mpsc::Receiver<Response<()>>> {
+    if asked.http10 {
+        return None;
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel(INTERIM_HELD);
+    parts.extensions.insert(Interim(tx));
+    Some(rx)
+}
+
+/// Writes an origin's interim answer, its hop-by-hop fields dropped; `None`
+/// when the visitor is gone.
+async fn write_interim<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    asked: &Asked,
+    early: Response<()>,
+) -> Option<()> {
+    let (mut parts, ()) = early.into_parts();
+    strip_hop_by_hop(&mut parts.headers);
+    let mut out = BytesMut::with_capacity(256);
+    write_head(&mut out, asked, &parts);
+    writer.write_all(&out).await.ok()?;
+    writer.flush().await.ok()
+}
+
+/// Writes the interim answers that came with the final one (read in the
+/// same go), before it.
+async fn write_interims_left<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    asked: &Asked,
+    interim: Option<tokio::sync::mpsc::Receiver<Response<()>>>,
+) -> Option<()> {
+    let Some(mut interim) = interim else {
+        return Some(());
+    };
+    while let Ok(early) = interim.try_recv() {
+        write_interim(writer, asked, early).await?;
+    }
+    Some(())
 }
 
 fn status_line(asked: &Asked, status: StatusCode) -> String {

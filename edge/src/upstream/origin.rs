@@ -66,7 +66,16 @@ pub struct OriginRequest {
     body: RequestBody,
     encoding: Encoding,
     expect: Expect,
+    interim: Option<Interim>,
 }
+
+/// In a request whose visitor takes interim answers (an extension the
+/// HTTP/1 session sets): where the origin's informational answers (103
+/// Early Hints and the like; not 100 Continue, which the edge answers
+/// itself) go as they come, before the final one. A few are held; an
+/// origin that sends more than the visitor takes loses the rest.
+#[derive(Clone)]
+pub struct Interim(pub tokio::sync::mpsc::Sender<Response<()>>);
 
 /// How a request body is written.
 enum Encoding {
@@ -84,6 +93,7 @@ impl OriginRequest {
     /// GET of unknown length keeps its body).
     pub fn new(req: Request<RequestBody>) -> Box<Self> {
         let (mut parts, body) = req.into_parts();
+        let interim = parts.extensions.remove::<Interim>();
         let headers = &mut parts.headers;
         let encoding = if body.is_end_stream() {
             headers.remove(header::TRANSFER_ENCODING);
@@ -107,6 +117,7 @@ impl OriginRequest {
             body,
             encoding,
             expect: Expect::of(&parts.method),
+            interim,
         })
     }
 
@@ -307,9 +318,12 @@ impl Reader {
         }
     }
 
-    /// The next final response head (interim ones are read past), and its
-    /// bytes.
-    async fn read_head(&mut self) -> Result<(Box<ParsedHead>, Bytes), OriginError> {
+    /// The next final response head, and its bytes; interim ones are
+    /// passed to `interim` on the way.
+    async fn read_head(
+        &mut self,
+        interim: Option<&Interim>,
+    ) -> Result<(Box<ParsedHead>, Bytes), OriginError> {
         loop {
             match self.checker.decode(&self.buf, self.base, self.from) {
                 Decoded::More { from } => {
@@ -326,6 +340,12 @@ impl Reader {
                     self.from = end;
                     if parsed.framing != Framing::Interim {
                         return Ok((parsed, bytes));
+                    }
+                    if let Some(Interim(to)) = interim
+                        && parsed.status != 100
+                        && let Ok(head) = response_head(&parsed, &bytes)
+                    {
+                        let _ = to.try_send(head);
                     }
                 }
                 Decoded::Refused(refusal) => return Err(OriginError::Malformed(refusal.message)),
@@ -394,6 +414,7 @@ impl Connection {
             body,
             encoding,
             expect,
+            interim,
         } = *req;
         if let Err(err) = upload.write(head.clone()).await {
             // Nothing was sent: the stream was closed under the edge.
@@ -402,6 +423,7 @@ impl Connection {
                 body,
                 encoding,
                 expect,
+                interim,
             };
             return Err((err.into(), Some(Box::new(req))));
         }
@@ -417,7 +439,7 @@ impl Connection {
         // answer before reading it all.
         let answered = loop {
             let Some(upload) = sending.as_mut() else {
-                break self.reader.read_head().await;
+                break self.reader.read_head(interim.as_ref()).await;
             };
             tokio::select! {
                 biased;
@@ -431,7 +453,7 @@ impl Connection {
                         Err(_) => reusable = false,
                     }
                 }
-                head = self.reader.read_head() => break head,
+                head = self.reader.read_head(interim.as_ref()) => break head,
             }
         };
         let (parsed, head) = answered.map_err(|err| (err, None))?;
