@@ -613,8 +613,7 @@ impl Checker {
             },
         };
         if self.decoding {
-            let at = |part: &[u8]| part.as_ptr() as usize - bytes.as_ptr() as usize;
-            let span = |part: &[u8]| (at(part), at(part) + part.len());
+            let span = |part: &[u8]| span_in(bytes, part);
             self.parsed = Some(ParsedHead {
                 start: 0,
                 status,
@@ -696,8 +695,7 @@ impl Checker {
             Then::Head
         };
         if self.decoding {
-            let at = |part: &[u8]| part.as_ptr() as usize - bytes.as_ptr() as usize;
-            let span = |part: &[u8]| (at(part), at(part) + part.len());
+            let span = |part: &[u8]| span_in(bytes, part);
             self.parsed = Some(ParsedHead {
                 start: 0,
                 status: 0,
@@ -770,6 +768,17 @@ pub struct FirstHead {
     pub expects: bool,
     /// It asks for an upgrade, or is a CONNECT.
     pub upgrade: bool,
+}
+
+/// Where `part` (a slice of a parse of `bytes`) lies in `bytes`; `(0, 0)`
+/// for one that is not in them (httparse gives a reason phrase that is
+/// not text as an empty string of its own).
+fn span_in(bytes: &[u8], part: &[u8]) -> (usize, usize) {
+    let (start, at) = (bytes.as_ptr() as usize, part.as_ptr() as usize);
+    match at.checked_sub(start) {
+        Some(offset) if offset + part.len() <= bytes.len() => (offset, offset + part.len()),
+        _ => (0, 0),
+    }
 }
 
 /// Of the bytes from a head's start, those its parse looks at: one past
@@ -1538,5 +1547,78 @@ mod tests {
         cell.store(Expect::Other as u8, Ordering::Release);
         let second = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
         assert_eq!(checker.check(second, 27, 27), Checked::ReadyTo(27 + 38));
+    }
+}
+
+#[cfg(test)]
+mod decoder_tests {
+    use super::*;
+
+    const LIMITS: HeadLimits = HeadLimits {
+        max_head_bytes: 8192,
+        max_headers: 100,
+    };
+
+    fn responses(expect: Expect) -> Checker {
+        Checker::response_decoder(LIMITS, Arc::new(AtomicU8::new(expect as u8)))
+    }
+
+    #[test]
+    fn a_head_is_decoded_with_where_its_parts_lie() {
+        let bytes = b"HTTP/1.1 201 Made\r\nX-A: 1\r\nContent-Length: 3\r\n\r\nabc";
+        let mut decoder = responses(Expect::Other);
+        let Decoded::Head(head) = decoder.decode(bytes, 0, 0) else {
+            panic!("a head")
+        };
+        let len = bytes.len() - 3;
+        assert_eq!((head.start, head.len, head.status), (0, len, 201));
+        assert_eq!(&bytes[head.reason.0..head.reason.1], b"Made");
+        let ((ns, ne), (vs, ve)) = head.fields[0];
+        assert_eq!((&bytes[ns..ne], &bytes[vs..ve]), (&b"X-A"[..], &b"1"[..]));
+        assert_eq!(head.framing, Framing::Length(3));
+        let len = len as u64;
+        assert_eq!(
+            decoder.decode(bytes, 0, len),
+            Decoded::Data {
+                start: len,
+                end: len + 3,
+                last: true
+            }
+        );
+    }
+
+    #[test]
+    fn a_reason_phrase_that_is_not_text_is_no_reason() {
+        // httparse gives it as an empty string of its own, not a slice of
+        // the head (found by the fuzz target).
+        let bytes = b"HTTP/1.1 200 \x98\x98\r\nContent-Length: 0\r\n\r\n";
+        let Decoded::Head(head) = responses(Expect::Other).decode(bytes, 0, 0) else {
+            panic!("a head")
+        };
+        assert_eq!(head.reason, (0, 0));
+    }
+
+    #[test]
+    fn a_chunked_body_decodes_to_its_data_and_trailers() {
+        let bytes = b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n0\r\nX-T: 1\r\n\r\n";
+        let mut decoder = Checker::request_decoder(LIMITS);
+        let Decoded::Head(head) = decoder.decode(bytes, 0, 0) else {
+            panic!("a head")
+        };
+        let body = head.len as u64;
+        let Decoded::Data { start, end, last } = decoder.decode(bytes, 0, body) else {
+            panic!("data")
+        };
+        assert_eq!(
+            (&bytes[start as usize..end as usize], last),
+            (&b"abc"[..], false)
+        );
+        assert_eq!(
+            decoder.decode(bytes, 0, end),
+            Decoded::End {
+                at: bytes.len() as u64
+            }
+        );
+        assert_eq!(decoder.take_trailers(), b"X-T: 1\r\n");
     }
 }

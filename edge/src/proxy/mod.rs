@@ -114,7 +114,7 @@ pub struct RequestLimits {
 impl RequestLimits {
     /// The limit `req` breaks, if any: checked before routing, so a refused
     /// request never reaches an agent.
-    fn check<B>(&self, req: &Request<B>) -> Result<(), EdgeError> {
+    fn check<B: hyper::body::Body>(&self, req: &Request<B>) -> Result<(), EdgeError> {
         let target = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
         if target > self.max_uri_bytes {
             return Err(EdgeError::UriTooLong(self.max_uri_bytes));
@@ -124,11 +124,10 @@ impl RequestLimits {
         }
         if let Some(cap) = self.max_body_bytes {
             // A declared length past the cap is refused before any byte;
-            // an undeclared one is counted as it streams.
-            let declared = req
-                .headers()
-                .get(header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+            // an undeclared one is counted as it streams. (The length is
+            // the body's own, as its framing was read: Content-Length is
+            // parsed once, there.)
+            let declared = req.body().size_hint().exact();
             if declared.is_some_and(|len| len > cap) {
                 return Err(EdgeError::BodyTooLarge(cap));
             }

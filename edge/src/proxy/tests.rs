@@ -14,7 +14,31 @@ fn limits() -> RequestLimits {
     }
 }
 
-fn request(target: &str, headers: usize, length: Option<u64>) -> Request<()> {
+/// A body of `length` bytes, as its framing declared it (nothing in it).
+struct Declared(Option<u64>);
+
+impl hyper::body::Body for Declared {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        std::task::Poll::Ready(None)
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.0.map_or_else(
+            hyper::body::SizeHint::default,
+            hyper::body::SizeHint::with_exact,
+        )
+    }
+}
+
+/// A request whose body declares `length` (as a visitor's framing says
+/// it: its Content-Length, and the body's own size).
+fn request(target: &str, headers: usize, length: Option<u64>) -> Request<Declared> {
     let mut builder = Request::post(target);
     for i in 0..headers {
         builder = builder.header(format!("x-h{i}"), "v");
@@ -22,7 +46,7 @@ fn request(target: &str, headers: usize, length: Option<u64>) -> Request<()> {
     if let Some(length) = length {
         builder = builder.header(header::CONTENT_LENGTH, length);
     }
-    builder.body(()).expect("request")
+    builder.body(Declared(length)).expect("request")
 }
 
 #[test]

@@ -100,10 +100,14 @@ impl OriginRequest {
             Encoding::None
         } else if headers.contains_key(header::TRANSFER_ENCODING) {
             Encoding::Chunked(declared_trailers(headers))
-        } else if let Some(len) = content_length(headers) {
-            Encoding::Length(len)
         } else if let Some(len) = body.size_hint().exact() {
-            headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            // The body's length as its framing was read (the visitor's
+            // Content-Length, parsed once there).
+            if !headers.contains_key(header::CONTENT_LENGTH) {
+                headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+            }
+            Encoding::Length(len)
+        } else if let Some(len) = content_length(headers) {
             Encoding::Length(len)
         } else {
             headers.insert(
