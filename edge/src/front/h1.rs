@@ -49,8 +49,6 @@ const BODY_READ: usize = 64 << 10;
 /// (an upload task being stopped) before the connection closes instead.
 const BODY_BACK: Duration = Duration::from_secs(1);
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
-/// Interim answers held for a visitor at most (the rest are dropped).
-const INTERIM_HELD: usize = 8;
 
 /// A request head, decoded: the parse, and the bytes it points into.
 pub(crate) struct Head {
@@ -739,7 +737,7 @@ impl Exchange<'_> {
             parts.extensions.insert(OnUpgrade::new(rx));
             tx
         });
-        let mut interim = interim_for(&asked, &mut parts);
+        let interim = interim_for(&asked, &mut parts);
         drop(head);
         let handling =
             self.proxy
@@ -766,10 +764,11 @@ impl Exchange<'_> {
                         return None;
                     }
                 }
-                early = async { interim.as_mut()?.recv().await }, if interim.is_some() => match early {
-                    Some(early) => write_interim(writer.as_mut()?, &asked, early).await?,
-                    None => interim = None,
-                },
+                early = async { Some(interim.as_ref()?.next().await) }, if interim.is_some() => {
+                    if let Some(early) = early {
+                        write_interim(writer.as_mut()?, &asked, early).await?;
+                    }
+                }
             }
         };
         write_interims_left(writer.as_mut()?, &asked, interim).await?;
@@ -784,9 +783,7 @@ impl Exchange<'_> {
         // A body the proxy left unread keeps the connection only if the
         // rest of it is here already.
         let whole = reading.drain_buffered();
-        reading
-            .checker
-            .answer_written(status_line(&asked, status).as_bytes());
+        reading.checker.answered(status.as_u16());
         (keep && whole).then_some(reading)
     }
 
@@ -809,7 +806,7 @@ impl Exchange<'_> {
             parts.extensions.insert(OnUpgrade::new(rx));
             tx
         });
-        let mut interim = interim_for(&asked, &mut parts);
+        let interim = interim_for(&asked, &mut parts);
         let mut home = Some(reading);
         let response = {
             let handling =
@@ -828,10 +825,11 @@ impl Exchange<'_> {
                         }
                         watch = false;
                     }
-                    early = async { interim.as_mut()?.recv().await }, if interim.is_some() => match early {
-                        Some(early) => write_interim(writer.as_mut()?, &asked, early).await?,
-                        None => interim = None,
-                    },
+                    early = async { Some(interim.as_ref()?.next().await) }, if interim.is_some() => {
+                        if let Some(early) = early {
+                            write_interim(writer.as_mut()?, &asked, early).await?;
+                        }
+                    }
                 }
             }
         };
@@ -840,9 +838,7 @@ impl Exchange<'_> {
             .answer(writer, &asked, response, switch, &mut home, &mut None)
             .await?;
         let mut reading = home?;
-        reading
-            .checker
-            .answer_written(status_line(&asked, status).as_bytes());
+        reading.checker.answered(status.as_u16());
         (keep && reading.between_requests()).then_some(reading)
     }
 
@@ -876,7 +872,7 @@ impl Exchange<'_> {
             let mut half = writer.take()?;
             half.write_all(&out).await.ok()?;
             half.flush().await.ok()?;
-            reading.checker.answer_written(&out);
+            reading.checker.answered(status.as_u16());
             if !reading.checker.aside() {
                 return None;
             }
@@ -892,16 +888,13 @@ impl Exchange<'_> {
 
 /// For an HTTP/1.1 visitor: a way for the origin's interim answers (103
 /// Early Hints) to reach it before the final one.
-fn interim_for(
-    asked: &Asked,
-    parts: &mut http::request::Parts,
-) -> Option<tokio::sync::mpsc::Receiver<Response<()>>> {
+fn interim_for(asked: &Asked, parts: &mut http::request::Parts) -> Option<Interim> {
     if asked.http10 {
         return None;
     }
-    let (tx, rx) = tokio::sync::mpsc::channel(INTERIM_HELD);
-    parts.extensions.insert(Interim(tx));
-    Some(rx)
+    let interim = Interim::new();
+    parts.extensions.insert(interim.clone());
+    Some(interim)
 }
 
 /// Writes an origin's interim answer, its hop-by-hop fields dropped; `None`
@@ -924,20 +917,44 @@ async fn write_interim<W: AsyncWrite + Unpin>(
 async fn write_interims_left<W: AsyncWrite + Unpin>(
     writer: &mut W,
     asked: &Asked,
-    interim: Option<tokio::sync::mpsc::Receiver<Response<()>>>,
+    interim: Option<Interim>,
 ) -> Option<()> {
-    let Some(mut interim) = interim else {
+    let Some(interim) = interim else {
         return Some(());
     };
-    while let Ok(early) = interim.try_recv() {
+    while let Some(early) = interim.try_take() {
         write_interim(writer, asked, early).await?;
     }
     Some(())
 }
 
-fn status_line(asked: &Asked, status: StatusCode) -> String {
-    let version = if asked.http10 { "HTTP/1.0" } else { "HTTP/1.1" };
-    format!("{version} {} ", status.as_u16())
+/// The start of a status line: the version and the code.
+fn put_status(out: &mut BytesMut, asked: &Asked, status: StatusCode) {
+    out.put_slice(if asked.http10 {
+        b"HTTP/1.0 "
+    } else {
+        b"HTTP/1.1 "
+    });
+    out.put_slice(status.as_str().as_bytes());
+    out.put_u8(b' ');
+}
+
+/// A chunk's size line.
+fn put_chunk_size(out: &mut BytesMut, size: usize) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0u8; 16];
+    let mut at = digits.len();
+    let mut left = size;
+    loop {
+        at -= 1;
+        digits[at] = HEX[left & 15];
+        left >>= 4;
+        if left == 0 {
+            break;
+        }
+    }
+    out.put_slice(&digits[at..]);
+    out.put_slice(b"\r\n");
 }
 
 /// How an answer's body is written.
@@ -1052,7 +1069,7 @@ where
                             return Err(());
                         }
                         Encoding::Chunked => {
-                            out.put_slice(format!("{:x}\r\n", data.len()).as_bytes());
+                            put_chunk_size(&mut out, data.len());
                             put_data(writer, &mut out, &data).await?;
                             out.put_slice(b"\r\n");
                         }
@@ -1122,7 +1139,7 @@ fn put_field(out: &mut BytesMut, name: &HeaderName, value: &HeaderValue) {
 /// A response head as HTTP/1.1 writes it (HTTP/1.0 to an HTTP/1.0
 /// visitor), with the reason the origin gave when it was its own.
 fn write_head(out: &mut BytesMut, asked: &Asked, parts: &http::response::Parts) {
-    out.put_slice(status_line(asked, parts.status).as_bytes());
+    put_status(out, asked, parts.status);
     match parts.extensions.get::<hyper::ext::ReasonPhrase>() {
         Some(reason) => out.put_slice(reason.as_bytes()),
         None => out.put_slice(parts.status.canonical_reason().unwrap_or("").as_bytes()),

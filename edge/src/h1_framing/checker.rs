@@ -732,15 +732,15 @@ impl Checker {
         }
     }
 
-    /// The start of an answer was written: after an upgrade request, a 101
-    /// ends HTTP and anything else but an interim answer keeps it.
-    pub fn answer_written(&mut self, start: &[u8]) {
-        if self.state != State::AwaitingAnswer || start.len() < 12 {
+    /// An answer with `status` was written: after an upgrade request, a
+    /// 101 ends HTTP and anything else but an interim answer keeps it.
+    pub fn answered(&mut self, status: u16) {
+        if self.state != State::AwaitingAnswer {
             return;
         }
-        if start.starts_with(b"HTTP/1.1 101") {
+        if status == 101 {
             self.state = State::Aside;
-        } else if !start[9..].starts_with(b"1") {
+        } else if status >= 200 {
             self.state = State::Head;
         }
     }
@@ -822,7 +822,7 @@ pub struct ParsedHead {
     pub target: (usize, usize),
     /// The request asks for an upgrade, or is a CONNECT: nothing after it
     /// is read until its answer is written (see
-    /// [`Checker::answer_written`]).
+    /// [`Checker::answered`]).
     pub upgrade: bool,
     /// Each field's name and value.
     pub fields: Vec<((usize, usize), (usize, usize))>,

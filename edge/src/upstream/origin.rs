@@ -73,9 +73,62 @@ pub struct OriginRequest {
 /// HTTP/1 session sets): where the origin's informational answers (103
 /// Early Hints and the like; not 100 Continue, which the edge answers
 /// itself) go as they come, before the final one. A few are held; an
-/// origin that sends more than the visitor takes loses the rest.
+/// origin that sends more than the visitor takes loses the rest. (A queue
+/// of its own, not a channel: one is made for every request, and a
+/// channel's first block is kilobytes.)
 #[derive(Clone)]
-pub struct Interim(pub tokio::sync::mpsc::Sender<Response<()>>);
+pub struct Interim(Arc<InterimQueue>);
+
+struct InterimQueue {
+    heads: std::sync::Mutex<std::collections::VecDeque<Response<()>>>,
+    arrived: tokio::sync::Notify,
+}
+
+/// Interim answers held for a visitor at most.
+const INTERIM_HELD: usize = 8;
+
+impl Interim {
+    pub fn new() -> Self {
+        Self(Arc::new(InterimQueue {
+            heads: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            arrived: tokio::sync::Notify::new(),
+        }))
+    }
+
+    fn send(&self, head: Response<()>) {
+        let mut heads = self.0.heads.lock().unwrap_or_else(|e| e.into_inner());
+        if heads.len() < INTERIM_HELD {
+            heads.push_back(head);
+            drop(heads);
+            self.0.arrived.notify_one();
+        }
+    }
+
+    /// The next interim answer, if one came.
+    pub fn try_take(&self) -> Option<Response<()>> {
+        self.0
+            .heads
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front()
+    }
+
+    /// The next interim answer, once one comes.
+    pub async fn next(&self) -> Response<()> {
+        loop {
+            if let Some(head) = self.try_take() {
+                return head;
+            }
+            self.0.arrived.notified().await;
+        }
+    }
+}
+
+impl Default for Interim {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 /// How a request body is written.
 enum Encoding {
@@ -345,11 +398,11 @@ impl Reader {
                     if parsed.framing != Framing::Interim {
                         return Ok((parsed, bytes));
                     }
-                    if let Some(Interim(to)) = interim
+                    if let Some(interim) = interim
                         && parsed.status != 100
                         && let Ok(head) = response_head(&parsed, &bytes)
                     {
-                        let _ = to.try_send(head);
+                        interim.send(head);
                     }
                 }
                 Decoded::Refused(refusal) => return Err(OriginError::Malformed(refusal.message)),
