@@ -117,7 +117,10 @@ fn decode(decoder: Checker, stream: &[u8], sizes: &[u8]) -> Decoding {
     // A stream needs no more steps than it has bytes, twice, and a few.
     let steps = 2 * stream.len() + 8;
     for step in 0..=steps {
-        assert!(step < steps, "the decoder was still going after {steps} steps");
+        assert!(
+            step < steps,
+            "the decoder was still going after {steps} steps"
+        );
         let at = |offset: u64, base: u64| (offset - base) as usize;
         match decoder.decode(&buf, base, from) {
             Decoded::More { from: next } => {
@@ -135,7 +138,10 @@ fn decode(decoder: Checker, stream: &[u8], sizes: &[u8]) -> Decoding {
                 read += n;
             }
             Decoded::Head(head) => {
-                assert_eq!(head.start, from, "a head starts where the last message ended");
+                assert_eq!(
+                    head.start, from,
+                    "a head starts where the last message ended"
+                );
                 let end = head.start + head.len as u64;
                 assert!(end <= base + buf.len() as u64);
                 messages.push((head.start, head.len, Vec::new()));
