@@ -298,6 +298,10 @@ impl<R: AsyncRead + Unpin> Reading<R> {
             if let Some(head) = self.decode_head() {
                 return Ok(Some(head));
             }
+            if self.buf.is_empty() && self.buf.capacity() > 4 * READ_SIZE {
+                // An idle connection does not keep a body's large reads.
+                self.buf = BytesMut::new();
+            }
             if self.eof || poll_fn(|cx| self.poll_fill(cx)).await? == 0 {
                 return Ok(None);
             }

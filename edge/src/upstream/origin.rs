@@ -7,11 +7,11 @@
 //! request, its body as its length says, else chunked. A response is read
 //! through the framing checker as a decoder ([`Checker::decode`]): each
 //! head is parsed once, its header map made from that parse (values share
-//! the head's bytes), and its body handed on as the checker frames it;
-//! data the checker frames alone (a length, a chunk) goes on as QUIC's own
-//! chunks, without a copy. A response that fails a check fails its
-//! request (502) or its body (cut off for the visitor), and the connection
-//! with it.
+//! the head's bytes), and its body handed on as the checker frames it, in
+//! frames of what the stream held at once (up to 64 KiB: QUIC's own
+//! chunks are a packet each, too small to hand on one by one). A response
+//! that fails a check fails its request (502) or its body (cut off for the
+//! visitor), and the connection with it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -28,6 +28,10 @@ use hyper::body::{Body, Frame, SizeHint};
 use crate::h1_framing::{Checked, Checker, Decoded, Expect, Framing, HeadLimits, ParsedHead};
 use crate::request_body::{BodyError, RequestBody};
 use crate::tunnel_stream::{ABORTED, TunnelStream};
+
+/// The most of a body read from the stream at once (and so the largest
+/// frame it goes on in).
+const BODY_READ: usize = 64 << 10;
 
 /// What an origin's response head may hold (hyper's own defaults).
 pub(crate) const RESPONSE_HEAD_LIMITS: HeadLimits = HeadLimits {
@@ -345,6 +349,14 @@ impl Reader {
 
     /// Reads into the buffer once; false at the stream's end.
     fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<bool>> {
+        if let Some(left) = self.checker.data_left()
+            && left >= BODY_READ as u64 / 4
+        {
+            // A large body: what QUIC holds, up to BODY_READ, in one read,
+            // so that it goes on in frames of that size rather than one
+            // per packet (QUIC's chunks are about a packet each).
+            return self.poll_read_up_to(cx, BODY_READ);
+        }
         match std::task::ready!(self.poll_chunk(cx, usize::MAX))? {
             Some(chunk) => {
                 if self.buf.is_empty() {
@@ -357,6 +369,19 @@ impl Reader {
             }
             None => Poll::Ready(Ok(false)),
         }
+    }
+
+    /// Reads what the stream holds into the buffer, up to `max` bytes;
+    /// false at its end.
+    fn poll_read_up_to(&mut self, cx: &mut Context<'_>, max: usize) -> Poll<std::io::Result<bool>> {
+        self.buf.reserve(max);
+        let mut room = (&mut self.buf).limit(max);
+        let n = std::task::ready!(tokio_util::io::poll_read_buf(
+            Pin::new(&mut self.recv),
+            cx,
+            &mut room
+        ))?;
+        Poll::Ready(Ok(n > 0))
     }
 
     /// Why the response starting at `start` is refused, if the bytes read
@@ -745,25 +770,6 @@ impl OriginBody {
                 return Poll::Ready(None);
             };
             let reader = &mut conn.reader;
-            if reader.buf.is_empty()
-                && let Some(left) = reader.checker.data_left()
-            {
-                // Data the checker frames alone: QUIC's chunk as it is.
-                let max = usize::try_from(left).unwrap_or(usize::MAX);
-                let Some(chunk) = std::task::ready!(reader.poll_chunk(cx, max))? else {
-                    return self.fail(OriginError::Closed);
-                };
-                reader.base = reader.from;
-                let decoded = reader.checker.decode(&chunk, reader.base, reader.from);
-                reader.base += chunk.len() as u64;
-                reader.from = reader.base;
-                if let Decoded::Data { last, .. } = decoded
-                    && last
-                {
-                    self.ended();
-                }
-                return Poll::Ready(Some(Ok(Frame::data(chunk))));
-            }
             match reader.checker.decode(&reader.buf, reader.base, reader.from) {
                 Decoded::Data { start, end, last } => {
                     let data = reader.take(start, end);
@@ -811,19 +817,14 @@ impl OriginBody {
             return Poll::Ready(None);
         };
         let reader = &mut conn.reader;
-        if !reader.buf.is_empty() {
-            let data = reader.buf.split().freeze();
-            return Poll::Ready(Some(Ok(Frame::data(data))));
+        if reader.buf.is_empty() && !std::task::ready!(reader.poll_read_up_to(cx, BODY_READ))? {
+            // Its end is the body's: the connection is done.
+            self.state = BodyState::Done;
+            self.conn = None;
+            return Poll::Ready(None);
         }
-        match std::task::ready!(reader.poll_chunk(cx, usize::MAX))? {
-            Some(chunk) => Poll::Ready(Some(Ok(Frame::data(chunk)))),
-            None => {
-                // Its end is the body's: the connection is done.
-                self.state = BodyState::Done;
-                self.conn = None;
-                Poll::Ready(None)
-            }
-        }
+        let data = reader.buf.split().freeze();
+        Poll::Ready(Some(Ok(Frame::data(data))))
     }
 }
 
