@@ -35,7 +35,7 @@ use tracing::debug;
 use crate::counts::Counts;
 use crate::error_page::{EdgeError, accepts_html};
 use crate::h1_framing::{
-    Checked, Checker, Decoded, FirstHead, Framing, HeadLimits, ParsedHead, READ_SIZE, Refusal,
+    Checker, Decoded, FirstHead, Framing, HeadLimits, ParsedHead, READ_SIZE, Refusal,
 };
 use crate::proxy::read_ahead::BodyRules;
 use crate::proxy::rewrite::strip_hop_by_hop;
@@ -158,12 +158,7 @@ impl<R> Reading<R> {
                 // What came with the head is checked with it: a request
                 // whose body is already known to be malformed is refused
                 // before anything of it goes on.
-                if !self.buf.is_empty()
-                    && let Checked::Refused {
-                        message, refusal, ..
-                    } = self.checker.look_ahead(&self.buf, self.base, self.from)
-                    && message == parsed.start
-                {
+                if let Some(refusal) = self.checker.refused_ahead(&self.buf, self.base, self.from) {
                     return Some(Err(refusal));
                 }
                 Some(Ok(Head { parsed, bytes }))

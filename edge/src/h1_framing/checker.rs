@@ -449,15 +449,33 @@ impl Checker {
         }
     }
 
-    /// What checking `bytes` (as [`Checker::check`] takes them) would
-    /// find, leaving this checker (and the request kind it shares) as it
-    /// is.
-    pub fn look_ahead(&self, bytes: &[u8], base: u64, from: u64) -> Checked {
+    /// After a head was decoded: why its message is refused, if the bytes
+    /// read with it (`bytes`, as [`Checker::decode`] takes them) already
+    /// say so, leaving this checker (and the request kind it shares) as
+    /// it is. Only a chunked body can be refused within its own bytes (a
+    /// length is only counted, and bytes past the message are the next
+    /// one's), so only then are they checked ahead.
+    pub fn refused_ahead(&self, bytes: &[u8], base: u64, from: u64) -> Option<Refusal> {
+        let chunked = matches!(
+            self.state,
+            State::ChunkSize
+                | State::ChunkData { .. }
+                | State::ChunkEnd { .. }
+                | State::Trailers { .. }
+        );
+        if !chunked || base + bytes.len() as u64 <= from {
+            return None;
+        }
         let mut probe = self.clone();
         if let Role::Response(expect) = &self.role {
             probe.role = Role::Response(Arc::new(AtomicU8::new(expect.load(Ordering::Acquire))));
         }
-        probe.check(bytes, base, from)
+        match probe.check(bytes, base, from) {
+            Checked::Refused {
+                message, refusal, ..
+            } if message == self.message_start => Some(refusal),
+            _ => None,
+        }
     }
 
     /// Whether HTTP ended on the connection (a switch of protocols, or a

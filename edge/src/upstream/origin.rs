@@ -25,7 +25,7 @@ use http::{Request, Response, StatusCode, Version};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, SizeHint};
 
-use crate::h1_framing::{Checked, Checker, Decoded, Expect, Framing, HeadLimits, ParsedHead};
+use crate::h1_framing::{Checker, Decoded, Expect, Framing, HeadLimits, ParsedHead};
 use crate::request_body::{BodyError, RequestBody};
 use crate::tunnel_stream::{ABORTED, TunnelStream};
 
@@ -384,22 +384,6 @@ impl Reader {
         Poll::Ready(Ok(n > 0))
     }
 
-    /// Why the response starting at `start` is refused, if the bytes read
-    /// of it already are enough to say (bytes after it that no request
-    /// asked for are not its fault: they only keep the connection out of
-    /// the pool).
-    fn refused_ahead(&self, start: u64) -> Option<String> {
-        if self.buf.is_empty() {
-            return None;
-        }
-        match self.checker.look_ahead(&self.buf, self.base, self.from) {
-            Checked::Refused {
-                message, refusal, ..
-            } if message == start => Some(refusal.message),
-            _ => None,
-        }
-    }
-
     /// The next final response head, and its bytes; interim ones are
     /// passed to `interim` on the way.
     async fn read_head(
@@ -541,8 +525,12 @@ impl Connection {
         let (parsed, head) = answered.map_err(|err| (err, None))?;
         // What came with the head is checked with it: a body already known
         // to be malformed fails the request, not the visitor's answer.
-        if let Some(why) = self.reader.refused_ahead(parsed.start) {
-            return Err((OriginError::Malformed(why), None));
+        let reader = &self.reader;
+        if let Some(refusal) = reader
+            .checker
+            .refused_ahead(&reader.buf, reader.base, reader.from)
+        {
+            return Err((OriginError::Malformed(refusal.message), None));
         }
         let response = response_head(&parsed, &head).map_err(|err| (err, None))?;
         reusable &= keeps_alive(&parsed, response.headers());
