@@ -24,7 +24,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, SizeHint};
@@ -35,7 +35,8 @@ use tracing::debug;
 use crate::counts::Counts;
 use crate::error_page::{EdgeError, accepts_html};
 use crate::h1_framing::{
-    Checker, Decoded, FirstHead, Framing, HeadLimits, ParsedHead, READ_SIZE, Refusal,
+    Checker, Decoded, FirstHead, Framing, HeadLimits, ParsedHead, READ_SIZE, Refusal, keeps_alive,
+    trailer_map,
 };
 use crate::proxy::read_ahead::BodyRules;
 use crate::proxy::rewrite::strip_hop_by_hop;
@@ -387,34 +388,15 @@ fn request_of(head: &Head) -> Result<Request<()>, Refusal> {
     let (ts, te) = parsed.target;
     let uri = Uri::from_maybe_shared(bytes.slice(ts..te))
         .map_err(|_| Refusal::bad("malformed request head: invalid request target"))?;
+    let headers = parsed
+        .header_map(bytes)
+        .map_err(|why| Refusal::bad(format!("malformed request head: {why}")))?;
     let mut request = Request::new(());
     *request.method_mut() = method;
     *request.uri_mut() = uri;
-    *request.version_mut() = if parsed.http10 {
-        Version::HTTP_10
-    } else {
-        Version::HTTP_11
-    };
-    let headers = request.headers_mut();
-    headers.reserve(parsed.fields.len());
-    for &((ns, ne), (vs, ve)) in &parsed.fields {
-        let name = HeaderName::from_bytes(&bytes[ns..ne])
-            .map_err(|_| Refusal::bad("malformed request head: invalid header name"))?;
-        let value = HeaderValue::from_maybe_shared(bytes.slice(vs..ve))
-            .map_err(|_| Refusal::bad("malformed request head: invalid header value"))?;
-        headers.append(name, value);
-    }
+    *request.version_mut() = parsed.version();
+    *request.headers_mut() = headers;
     Ok(request)
-}
-
-/// Whether `headers`' Connection field names `token`.
-fn connection_has(headers: &HeaderMap, token: &str) -> bool {
-    headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| t.trim().eq_ignore_ascii_case(token))
 }
 
 /// A request body read off the visitor's connection, which it holds
@@ -525,25 +507,6 @@ impl<R: AsyncRead + Unpin + Send + Sync> Body for Lent<R> {
     }
 }
 
-/// A trailer section's fields (each line checked already).
-fn trailer_map(lines: &[u8]) -> Option<HeaderMap> {
-    let mut block = Vec::with_capacity(lines.len() + 2);
-    block.extend_from_slice(lines);
-    block.extend_from_slice(b"\r\n");
-    let mut fields = [httparse::EMPTY_HEADER; crate::h1_framing::HYPER_MAX_HEADERS];
-    let httparse::Status::Complete((_, fields)) =
-        httparse::parse_headers(&block, &mut fields).ok()?
-    else {
-        return None;
-    };
-    let mut map = HeaderMap::with_capacity(fields.len());
-    for field in fields {
-        let name = HeaderName::from_bytes(field.name.as_bytes()).ok()?;
-        map.append(name, HeaderValue::from_bytes(field.value).ok()?);
-    }
-    Some(map)
-}
-
 /// What a request asked of its connection and its answer.
 struct Asked {
     http10: bool,
@@ -559,11 +522,7 @@ impl Asked {
         let http10 = request.version() == Version::HTTP_10;
         Self {
             http10,
-            keep_alive: if http10 {
-                connection_has(headers, "keep-alive")
-            } else {
-                !connection_has(headers, "close")
-            },
+            keep_alive: keeps_alive(http10, headers),
             head_request: request.method() == Method::HEAD,
             trailers: headers
                 .get_all(header::TE)
@@ -983,7 +942,8 @@ where
     let (mut parts, body) = response.into_parts();
     let status = parts.status;
     let headers = &mut parts.headers;
-    let mut keep = asked.keep_alive && !connection_has(headers, "close");
+    // The visitor's wish, and the answer's own `Connection: close`.
+    let mut keep = asked.keep_alive && keeps_alive(false, headers);
     let bodiless = status.is_informational()
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED;

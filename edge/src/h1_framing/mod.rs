@@ -27,6 +27,10 @@
 
 pub mod checker;
 
+use bytes::Bytes;
+use http::Version;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
 pub use checker::{
     Checked, Checker, Decoded, Expect, FirstHead, Framing, HeadLimits, ParsedHead, Refusal,
 };
@@ -39,3 +43,76 @@ pub(crate) const HYPER_MAX_HEADERS: usize = 100;
 /// as the front holds one per connection still sending its first head
 /// (thousands, under a slowloris attack).
 pub const READ_SIZE: usize = 4096;
+
+/// The tokens of a message's Connection fields.
+pub fn connection_tokens(headers: &HeaderMap) -> impl Iterator<Item = &str> {
+    headers.get_all(header::CONNECTION).iter().flat_map(tokens)
+}
+
+/// The comma-separated tokens of a Connection value.
+pub fn tokens(value: &HeaderValue) -> impl Iterator<Item = &str> {
+    value
+        .to_str()
+        .into_iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
+/// Whether a connection goes on after a message with these fields, as
+/// HTTP/1 says: after an HTTP/1.0 one only if it asks (`keep-alive`),
+/// after an HTTP/1.1 one unless it says `close`.
+pub fn keeps_alive(http10: bool, headers: &HeaderMap) -> bool {
+    let mut tokens = connection_tokens(headers);
+    if http10 {
+        tokens.any(|t| t.eq_ignore_ascii_case("keep-alive"))
+    } else {
+        !tokens.any(|t| t.eq_ignore_ascii_case("close"))
+    }
+}
+
+impl ParsedHead {
+    /// The HTTP version the head said.
+    pub fn version(&self) -> Version {
+        if self.http10 {
+            Version::HTTP_10
+        } else {
+            Version::HTTP_11
+        }
+    }
+
+    /// Its fields as a header map made from the parse: names as they
+    /// were checked, values sharing `head` (the head's bytes). What
+    /// the http crate refuses, named.
+    pub fn header_map(&self, head: &Bytes) -> Result<HeaderMap, &'static str> {
+        let mut headers = HeaderMap::with_capacity(self.fields.len());
+        for &((name_start, name_end), (value_start, value_end)) in &self.fields {
+            let name = HeaderName::from_bytes(&head[name_start..name_end])
+                .map_err(|_| "invalid header name")?;
+            let value = HeaderValue::from_maybe_shared(head.slice(value_start..value_end))
+                .map_err(|_| "invalid header value")?;
+            headers.append(name, value);
+        }
+        Ok(headers)
+    }
+}
+
+/// A chunked body's trailer section ([`Checker::take_trailers`]: its field
+/// lines, each checked already) as a header map.
+pub fn trailer_map(lines: &[u8]) -> Option<HeaderMap> {
+    let mut block = Vec::with_capacity(lines.len() + 2);
+    block.extend_from_slice(lines);
+    block.extend_from_slice(b"\r\n");
+    let mut fields = [httparse::EMPTY_HEADER; HYPER_MAX_HEADERS];
+    let httparse::Status::Complete((_, fields)) =
+        httparse::parse_headers(&block, &mut fields).ok()?
+    else {
+        return None;
+    };
+    let mut map = HeaderMap::with_capacity(fields.len());
+    for field in fields {
+        let name = HeaderName::from_bytes(field.name.as_bytes()).ok()?;
+        map.append(name, HeaderValue::from_bytes(field.value).ok()?);
+    }
+    Some(map)
+}

@@ -3,6 +3,7 @@
 //! visitor's Host, no hop-by-hop headers, forwarding headers that the edge
 //! alone sets, upgrades kept, and no cookie scoped beyond the preview.
 
+use crate::h1_framing::{connection_tokens, tokens};
 use std::fmt::Write;
 use std::net::{IpAddr, SocketAddr};
 
@@ -165,20 +166,6 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     header::TRANSFER_ENCODING,
     header::UPGRADE,
 ];
-
-fn connection_tokens(headers: &HeaderMap) -> impl Iterator<Item = &str> {
-    headers.get_all(header::CONNECTION).iter().flat_map(tokens)
-}
-
-/// The comma-separated tokens of a Connection value.
-fn tokens(value: &HeaderValue) -> impl Iterator<Item = &str> {
-    value
-        .to_str()
-        .into_iter()
-        .flat_map(|v| v.split(','))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-}
 
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap) {
     // The fields a Connection header names go by name as written (no

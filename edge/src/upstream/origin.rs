@@ -25,7 +25,9 @@ use http::{Request, Response, StatusCode, Version};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, SizeHint};
 
-use crate::h1_framing::{Checker, Decoded, Expect, Framing, HeadLimits, ParsedHead};
+use crate::h1_framing::{
+    Checker, Decoded, Expect, Framing, HeadLimits, ParsedHead, keeps_alive, trailer_map,
+};
 use crate::request_body::{BodyError, RequestBody};
 use crate::tunnel_stream::{ABORTED, TunnelStream};
 
@@ -533,7 +535,7 @@ impl Connection {
             return Err((OriginError::Malformed(refusal.message), None));
         }
         let response = response_head(&parsed, &head).map_err(|err| (err, None))?;
-        reusable &= keeps_alive(&parsed, response.headers());
+        reusable &= keeps_alive(parsed.http10, response.headers());
         // The rest of a body still going out is a task's, as long as the
         // answer streams.
         let sending = sending.map(|upload| Sending(tokio::spawn(upload)));
@@ -623,20 +625,8 @@ fn response_head(parsed: &ParsedHead, head: &Bytes) -> Result<Response<()>, Orig
     let status = StatusCode::from_u16(parsed.status).map_err(|_| bad("invalid status"))?;
     let mut response = Response::new(());
     *response.status_mut() = status;
-    *response.version_mut() = if parsed.http10 {
-        Version::HTTP_10
-    } else {
-        Version::HTTP_11
-    };
-    let headers = response.headers_mut();
-    headers.reserve(parsed.fields.len());
-    for &((name_start, name_end), (value_start, value_end)) in &parsed.fields {
-        let name = HeaderName::from_bytes(&head[name_start..name_end])
-            .map_err(|_| bad("invalid header name"))?;
-        let value = HeaderValue::from_maybe_shared(head.slice(value_start..value_end))
-            .map_err(|_| bad("invalid header value"))?;
-        headers.append(name, value);
-    }
+    *response.version_mut() = parsed.version();
+    *response.headers_mut() = parsed.header_map(head).map_err(bad)?;
     let (reason_start, reason_end) = parsed.reason;
     let reason = &head[reason_start..reason_end];
     if !reason.is_empty()
@@ -646,21 +636,6 @@ fn response_head(parsed: &ParsedHead, head: &Bytes) -> Result<Response<()>, Orig
         response.extensions_mut().insert(reason);
     }
     Ok(response)
-}
-
-/// Whether the origin keeps the connection open after this answer.
-fn keeps_alive(parsed: &ParsedHead, headers: &HeaderMap) -> bool {
-    let mut tokens = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(str::trim);
-    if parsed.http10 {
-        tokens.any(|t| t.eq_ignore_ascii_case("keep-alive"))
-    } else {
-        !tokens.any(|t| t.eq_ignore_ascii_case("close"))
-    }
 }
 
 /// A request body still going out while its answer streams; aborted with
@@ -776,8 +751,10 @@ impl OriginBody {
                         return Poll::Ready(None);
                     }
                     return match trailer_map(&trailers) {
-                        Ok(map) => Poll::Ready(Some(Ok(Frame::trailers(map)))),
-                        Err(err) => self.fail(err),
+                        Some(map) => Poll::Ready(Some(Ok(Frame::trailers(map)))),
+                        None => {
+                            self.fail(OriginError::Malformed("a malformed trailer section".into()))
+                        }
                     };
                 }
                 Decoded::More { from } => {
@@ -848,24 +825,4 @@ impl Body for OriginBody {
     fn size_hint(&self) -> SizeHint {
         self.size
     }
-}
-
-/// A trailer section's fields (each line checked already).
-fn trailer_map(lines: &[u8]) -> Result<HeaderMap, OriginError> {
-    let mut block = Vec::with_capacity(lines.len() + 2);
-    block.extend_from_slice(lines);
-    block.extend_from_slice(b"\r\n");
-    let mut fields = [httparse::EMPTY_HEADER; crate::h1_framing::HYPER_MAX_HEADERS];
-    let bad = || OriginError::Malformed("a malformed trailer section".into());
-    let parsed = httparse::parse_headers(&block, &mut fields).map_err(|_| bad())?;
-    let httparse::Status::Complete((_, fields)) = parsed else {
-        return Err(bad());
-    };
-    let mut map = HeaderMap::with_capacity(fields.len());
-    for field in fields {
-        let name = HeaderName::from_bytes(field.name.as_bytes()).map_err(|_| bad())?;
-        let value = HeaderValue::from_bytes(field.value).map_err(|_| bad())?;
-        map.append(name, value);
-    }
-    Ok(map)
 }
