@@ -16,6 +16,12 @@ async fn preview_answering(answer: &[u8]) -> (TestEdge, TestAgent, RawOrigin, St
     (edge, agent, origin, url)
 }
 
+/// The host of a preview's URL.
+fn host_of(url: &str) -> String {
+    let authority = url.trim_start_matches("https://");
+    authority.split(':').next().unwrap_or_default().to_owned()
+}
+
 const MALFORMED: &[(&str, &[u8], &str)] = &[
     (
         "Content-Length and Transfer-Encoding",
@@ -120,12 +126,7 @@ async fn a_body_cut_short_fails_for_the_visitor() {
             );
         }
         // On HTTP/1.1 the chunked answer ends without its last chunk.
-        let host = url
-            .trim_start_matches("https://")
-            .split(':')
-            .next()
-            .unwrap_or_default()
-            .to_owned();
+        let host = host_of(&url);
         let out = exchange(
             edge.http,
             format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes(),
@@ -156,12 +157,7 @@ async fn an_origins_early_hints_reach_an_http11_visitor_before_its_answer() {
         Connection: x-hop\r\nX-Hop: 1\r\n\r\n\
         HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
     let (edge, _agent, _origin, url) = preview_answering(answer).await;
-    let host = url
-        .trim_start_matches("https://")
-        .split(':')
-        .next()
-        .unwrap_or_default()
-        .to_owned();
+    let host = host_of(&url);
     let asked = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
     let out = exchange(edge.http, asked.as_bytes()).await;
     // The origin's own 100 is not passed on: the edge answers Expect itself.

@@ -659,7 +659,10 @@ impl Exchange<'_> {
                 .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
         let upgrade = head.parsed.upgrade;
         let (mut parts, ()) = request.into_parts();
-        let (mut ask, mut back, body) = match head.parsed.framing {
+        // A body holds the reading while it streams (`back` brings it
+        // home); without one, the session keeps it and reads on, to see
+        // the visitor leave.
+        let (mut ask, mut back, mut home, body) = match head.parsed.framing {
             Framing::Length(_) | Framing::Chunked => {
                 let (give, back) = oneshot::channel();
                 let (asks, ask) = if continues {
@@ -679,16 +682,9 @@ impl Exchange<'_> {
                     size,
                 };
                 let body = VisitorBody::H1(http_body_util::combinators::BoxBody::new(lent));
-                (ask, Some(back), body)
+                (ask, Some(back), None, body)
             }
-            _ => {
-                // Not lent: the session watches that the visitor stays.
-                drop(head);
-                let empty = VisitorBody::Empty;
-                return self
-                    .without_body(parts, empty, asked, upgrade, reading, writer)
-                    .await;
-            }
+            _ => (None, None, Some(reading), VisitorBody::Empty),
         };
         let switch = upgrade.then(|| {
             let (tx, rx) = oneshot::channel();
@@ -701,7 +697,6 @@ impl Exchange<'_> {
             self.proxy
                 .handle(Request::from_parts(parts, body), self.visitor, self.drain);
         tokio::pin!(handling);
-        let mut home: Option<Reading<ReadHalf<S>>> = None;
         let response = loop {
             tokio::select! {
                 biased;
@@ -743,61 +738,6 @@ impl Exchange<'_> {
         let whole = reading.drain_buffered();
         reading.checker.answered(status.as_u16());
         (keep && whole).then_some(reading)
-    }
-
-    /// A request without a body: the session reads on meanwhile, to see
-    /// the visitor leave.
-    async fn without_body<S>(
-        self,
-        mut parts: http::request::Parts,
-        body: VisitorBody,
-        asked: Asked,
-        upgrade: bool,
-        reading: Reading<ReadHalf<S>>,
-        writer: &mut Option<WriteHalf<S>>,
-    ) -> Option<Reading<ReadHalf<S>>>
-    where
-        S: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static,
-    {
-        let switch = upgrade.then(|| {
-            let (tx, rx) = oneshot::channel();
-            parts.extensions.insert(OnUpgrade::new(rx));
-            tx
-        });
-        let interim = interim_for(&asked, &mut parts);
-        let mut home = Some(reading);
-        let response = {
-            let handling =
-                self.proxy
-                    .handle(Request::from_parts(parts, body), self.visitor, self.drain);
-            tokio::pin!(handling);
-            let watching = home.as_mut()?;
-            let mut watch = true;
-            loop {
-                tokio::select! {
-                    biased;
-                    response = &mut handling => break response,
-                    left = watching.left(), if watch => {
-                        if left {
-                            return None;
-                        }
-                        watch = false;
-                    }
-                    early = async { Some(interim.as_ref()?.next().await) }, if interim.is_some() => {
-                        if let Some(early) = early {
-                            write_interim(writer.as_mut()?, &asked, early).await?;
-                        }
-                    }
-                }
-            }
-        };
-        write_interims_left(writer.as_mut()?, &asked, interim).await?;
-        let (keep, status) = self
-            .answer(writer, &asked, response, switch, &mut home, &mut None)
-            .await?;
-        let mut reading = home?;
-        reading.checker.answered(status.as_u16());
-        (keep && reading.between_requests()).then_some(reading)
     }
 
     /// Writes the answer; whether the connection may go on, and the

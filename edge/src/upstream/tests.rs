@@ -205,6 +205,20 @@ async fn read_until(recv: &mut quinn::RecvStream, end: &[u8]) -> Vec<u8> {
     read
 }
 
+/// The origin's side of the next stream the edge opens: what the edge
+/// wrote on it up to `until`, answered with `answer`; the stream kept for
+/// what follows.
+async fn answer_next(
+    streams: &mut Streams,
+    until: &[u8],
+    answer: &[u8],
+) -> (quinn::SendStream, quinn::RecvStream, Vec<u8>) {
+    let (mut send, mut recv) = streams.recv().await.expect("a new stream");
+    let asked = read_until(&mut recv, until).await;
+    send.write_all(answer).await.expect("answer");
+    (send, recv, asked)
+}
+
 /// A response body's data, and its trailers.
 async fn collect(body: OriginBody, waiting: Waiting) -> (Vec<u8>, Option<http::HeaderMap>) {
     let mut body = ResponseBody::new(body, waiting);
@@ -225,16 +239,8 @@ async fn a_request_is_written_once_and_its_answer_read_with_every_field_then_the
     let (upstream, mut streams, _kept) = upstream_to_origin().await;
     let visitor = VISITOR.parse().expect("addr");
     let get = request("GET", "/page?x=1", &[("host", "app.preview.test")], None);
-    let origin = async {
-        let (mut send, mut recv) = streams.recv().await.expect("a stream");
-        let asked = read_until(&mut recv, b"\r\n\r\n").await;
-        send.write_all(
-            b"HTTP/1.1 200 Fine\r\nX-Two: 1\r\nx-two: 2\r\nContent-Length: 5\r\n\r\nhello",
-        )
-        .await
-        .expect("answer");
-        (send, recv, asked)
-    };
+    let answer = b"HTTP/1.1 200 Fine\r\nX-Two: 1\r\nx-two: 2\r\nContent-Length: 5\r\n\r\nhello";
+    let origin = answer_next(&mut streams, b"\r\n\r\n", answer);
     let (sent, (mut send, mut recv, asked)) = tokio::join!(upstream.send(get, visitor), origin);
     assert_eq!(
         String::from_utf8_lossy(&asked),
@@ -319,12 +325,7 @@ async fn an_answer_followed_by_bytes_no_request_asked_for_is_never_pooled() {
             200,
         ),
     ] {
-        let origin = async {
-            let (mut send, mut recv) = streams.recv().await.expect("a new stream");
-            read_until(&mut recv, b"\r\n\r\n").await;
-            send.write_all(answer).await.expect("answer");
-            (send, recv)
-        };
+        let origin = answer_next(&mut streams, b"\r\n\r\n", answer);
         let get = request("GET", "/", &[("host", "app.preview.test")], None);
         let (sent, _stream) = tokio::join!(
             async {
@@ -364,14 +365,11 @@ async fn an_upload_of_unknown_length_goes_chunked_with_the_trailers_it_declared(
         ("trailer", "x-check, content-type"),
     ];
     let post = request("POST", "/up", &fields, Some(body));
-    let origin = async {
-        let (mut send, mut recv) = streams.recv().await.expect("a stream");
-        let asked = read_until(&mut recv, b"0\r\nx-check: ok\r\n\r\n").await;
-        send.write_all(b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n")
-            .await
-            .expect("answer");
-        (send, recv, asked)
-    };
+    let origin = answer_next(
+        &mut streams,
+        b"0\r\nx-check: ok\r\n\r\n",
+        b"HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n",
+    );
     let (sent, (_send, _recv, asked)) = tokio::join!(upstream.send(post, visitor), origin);
     assert_eq!(
         String::from_utf8_lossy(&asked),
@@ -386,17 +384,9 @@ async fn an_upload_of_unknown_length_goes_chunked_with_the_trailers_it_declared(
 async fn interim_answers_are_read_past_to_the_final_one() {
     let (upstream, mut streams, _kept) = upstream_to_origin().await;
     let visitor = VISITOR.parse().expect("addr");
-    let origin = async {
-        let (mut send, mut recv) = streams.recv().await.expect("a stream");
-        read_until(&mut recv, b"\r\n\r\n").await;
-        send.write_all(
-            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n\
-              HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
-        )
-        .await
-        .expect("answer");
-        (send, recv)
-    };
+    let answer = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n\
+        HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    let origin = answer_next(&mut streams, b"\r\n\r\n", answer);
     let get = request("GET", "/", &[("host", "app.preview.test")], None);
     let (sent, _stream) = tokio::join!(
         async {
@@ -421,14 +411,11 @@ async fn an_answer_before_the_upload_ended_ends_the_connection_with_it() {
         .expect("frame");
     let fields = [("host", "app.preview.test"), ("content-length", "10")];
     let post = request("POST", "/up", &fields, Some(body));
-    let origin = async {
-        let (mut send, mut recv) = streams.recv().await.expect("a stream");
-        let asked = read_until(&mut recv, b"abc").await;
-        send.write_all(b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\n\r\n")
-            .await
-            .expect("answer");
-        (send, recv, asked)
-    };
+    let origin = answer_next(
+        &mut streams,
+        b"abc",
+        b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\n\r\n",
+    );
     let (sent, (_send, mut recv, asked)) = tokio::join!(upstream.send(post, visitor), origin);
     assert!(String::from_utf8_lossy(&asked).contains("content-length: 10\r\n\r\nabc"));
     let (response, waiting) = sent.ok().expect("answer");
